@@ -1,0 +1,141 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Modules by concern, layered bottom-up:
+//   CLibPQ (system library) → PGKit (safe PostgreSQL, knows nothing of orders)
+//   LocalPostgres (a private PostgreSQL cluster for the embedded default)
+//   WorkflowKit (workflow format, validation, templates; no database)
+//   APNS (Apple Push Notification service client; knows nothing of orders)
+//   OrderFlow (the engine and worker) → orderflow (thin CLI)
+//   OrderFlowTesting (local APNs endpoint, database fixtures) for tests, the demo and benchmarks
+let package = Package(
+    name: "OrderFlow",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "OrderFlow", targets: ["OrderFlow"]),
+        .library(name: "PGKit", targets: ["PGKit"]),
+        .library(name: "APNS", targets: ["APNS"]),
+        .library(name: "WorkflowKit", targets: ["WorkflowKit"]),
+        .library(name: "OrderFlowTesting", targets: ["OrderFlowTesting"]),
+        .executable(name: "orderflow", targets: ["orderflow"]),
+        .executable(name: "orderflow-bench", targets: ["orderflow-bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.0.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.24.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.0.0"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.80.0"),
+        .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.36.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.30.0"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.10.0"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.0.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.0.0"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"]), .brew(["libpq"])]
+        ),
+        .target(
+            name: "PGKit",
+            dependencies: [
+                "CLibPQ",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .target(
+            name: "LocalPostgres",
+            dependencies: [
+                "PGKit",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "WorkflowKit",
+            dependencies: [
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "Mustache", package: "swift-mustache"),
+            ]
+        ),
+        .target(
+            name: "APNS",
+            dependencies: [
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]
+        ),
+        .target(
+            name: "OrderFlow",
+            dependencies: [
+                "PGKit",
+                "WorkflowKit",
+                "APNS",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            resources: [.copy("Migrations")]
+        ),
+        .target(
+            name: "PostgresTesting",
+            dependencies: ["PGKit", "LocalPostgres"]
+        ),
+        .target(
+            name: "OrderFlowTesting",
+            dependencies: [
+                "OrderFlow",
+                "PostgresTesting",
+                "PGKit",
+                "APNS",
+                "LocalPostgres",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+            ]
+        ),
+        .executableTarget(
+            name: "orderflow",
+            dependencies: [
+                "OrderFlow",
+                "LocalPostgres",
+                "OrderFlowTesting",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "orderflow-bench",
+            dependencies: [
+                "OrderFlow",
+                "OrderFlowTesting",
+                "LocalPostgres",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(name: "PGKitTests", dependencies: ["PGKit", "PostgresTesting", "LocalPostgres"]),
+        .testTarget(name: "WorkflowKitTests", dependencies: ["WorkflowKit"]),
+        .testTarget(name: "APNSTests", dependencies: ["APNS", "OrderFlowTesting"]),
+        .testTarget(name: "OrderFlowTests", dependencies: ["OrderFlow", "OrderFlowTesting", "PGKit"]),
+        .testTarget(name: "CLITests", dependencies: ["OrderFlowTesting"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

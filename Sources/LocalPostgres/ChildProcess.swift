@@ -1,0 +1,52 @@
+import Foundation
+
+/// Runs a program to completion with `posix_spawn` and `waitpid`, on a thread of its own.
+///
+/// Hand-written because Foundation's `Process` on Linux learns that a child exited through a
+/// descriptor the child inherits; `pg_ctl start` leaves the server holding it, so
+/// `waitUntilExit()` never returns. And a wait of seconds must not occupy the concurrency pool.
+enum ChildProcess {
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// Runs `arguments[0]` with `arguments`, stdin from /dev/null, stdout and stderr into
+    /// `outputPath`; returns the exit status.
+    static func run(_ arguments: [String], environment: [String: String], outputPath: String) async throws -> Int32 {
+        try await withCheckedThrowingContinuation { continuation in
+            let thread = Thread {
+                continuation.resume(with: Result { try runBlocking(arguments, environment: environment, outputPath: outputPath) })
+            }
+            thread.name = "orderflow child process"
+            thread.start()
+        }
+    }
+
+    private static func runBlocking(_ arguments: [String], environment: [String: String], outputPath: String) throws -> Int32 {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+
+        let argv = arguments.map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, arguments[0], &actions, nil, argv, envp)
+        guard spawned == 0 else {
+            throw Failure(description: "cannot run \(arguments[0]): \(String(cString: strerror(spawned)))")
+        }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 {
+            guard errno == EINTR else { throw Failure(description: "lost track of \(arguments[0]) (waitpid failed)") }
+        }
+        // WIFEXITED / WEXITSTATUS, which Swift does not import as macros.
+        if status & 0x7F == 0 { return (status >> 8) & 0xFF }
+        return 128 + (status & 0x7F)
+    }
+}

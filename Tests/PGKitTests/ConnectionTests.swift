@@ -1,0 +1,198 @@
+import Foundation
+import PGKit
+import PostgresTesting
+import Synchronization
+import Testing
+
+@Suite("PostgreSQL connections, pool and errors")
+struct ConnectionTests {
+    @Test func decodesTypedValues() async throws {
+        let configuration = try TestDatabase.serverConfiguration()
+        let row = try await PostgresConnection.withConnection(configuration) { connection in
+            try await connection.query(PostgresQuery("""
+                SELECT $1::text AS t, 42::int AS i4, 9007199254740993::bigint AS i8, 2.5::float8 AS d,
+                       true AS b, '2026-11-22 13:07:22.25+00'::timestamptz AS ts,
+                       'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid AS u, '{"k": [1, "x"]}'::jsonb AS j,
+                       ARRAY['a', 'b c', NULL] AS arr, ARRAY[1, 2, 3] AS ints, NULL::text AS nothing
+                """, "héllo ' \\ 🍕")).single()
+        }
+        #expect(try row.decode("t", as: String.self) == "héllo ' \\ 🍕")
+        #expect(try row.decode("i4", as: Int.self) == 42)
+        #expect(try row.decode("i8", as: Int64.self) == 9_007_199_254_740_993)
+        #expect(try row.decode("d", as: Double.self) == 2.5)
+        #expect(try row.decode("b", as: Bool.self) == true)
+        #expect(try row.decode("ts", as: Date.self) == Date(timeIntervalSince1970: 1_795_352_842.25))
+        #expect(try row.decode("u", as: UUID.self) == UUID(uuidString: "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"))
+        #expect(try row.decode("j", as: PostgresJSON.self).text == #"{"k": [1, "x"]}"#)
+        #expect(try row.decode("ints", as: [Int].self) == [1, 2, 3])
+        #expect(try row.decode("nothing", as: String?.self) == nil)
+        #expect(try row.isNull("nothing"))
+        #expect(throws: PostgresError.self) { try row.decode("arr", as: [String].self) }  // holds a NULL
+    }
+
+    @Test func mismatchNamesColumnAndType() async throws {
+        let configuration = try TestDatabase.serverConfiguration()
+        let row = try await PostgresConnection.withConnection(configuration) { connection in
+            try await connection.query(PostgresQuery("SELECT 'abc'::text AS word, NULL::int AS missing")).single()
+        }
+        do {
+            _ = try row.decode("word", as: Int.self)
+            Issue.record("decoded text as Int")
+        } catch {
+            #expect(error.kind == .decoding)
+            #expect(error.message.contains("column \"word\" of type text could not be read as Int"))
+        }
+        #expect(throws: PostgresError.self) { try row.decode("missing", as: Int.self) }
+        #expect(throws: PostgresError.self) { try row.decode("nope", as: Int.self) }
+    }
+
+    @Test func boundParametersRoundTripHostileText() async throws {
+        let configuration = try await TestDatabase.fresh()
+        let hostile = ["'; DROP TABLE t; --", "\\x00\\", "\"quoted\"", "emoji 🚗💨", String(repeating: "x", count: 100_000)]
+        try await PostgresConnection.withConnection(configuration) { connection in
+            try await connection.execute("CREATE TABLE t (v text)")
+            for value in hostile {
+                try await connection.query(PostgresQuery("INSERT INTO t (v) VALUES ($1)", value))
+            }
+            let stored = try await connection.query(PostgresQuery("SELECT v FROM t")).map { try $0.decode("v", as: String.self) }
+            #expect(Set(stored) == Set(hostile))
+            do {
+                try await connection.query(PostgresQuery("INSERT INTO t (v) VALUES ($1)", "nul\u{0}inside"))
+                Issue.record("a NUL was sent")
+            } catch let error as PostgresError {
+                #expect(error.kind == .invalidParameter)
+                #expect(error.message.contains("$1"))
+            }
+            let count = try await connection.query(PostgresQuery("SELECT count(*) AS n FROM t")).single().decode("n", as: Int.self)
+            #expect(count == hostile.count)
+        }
+    }
+
+    @Test func uniqueViolationIsRecognisable() async throws {
+        let configuration = try await TestDatabase.fresh()
+        try await PostgresConnection.withConnection(configuration) { connection in
+            try await connection.execute("CREATE TABLE u (id int PRIMARY KEY)")
+            try await connection.query(PostgresQuery("INSERT INTO u VALUES ($1)", 1))
+            do {
+                try await connection.query(PostgresQuery("INSERT INTO u VALUES ($1)", 1))
+                Issue.record("duplicate accepted")
+            } catch let error as PostgresError {
+                #expect(error.isUniqueViolation)
+                #expect(error.sqlState == "23505")
+                #expect(error.constraint == "u_pkey")
+                #expect(!error.isConnectionProblem)
+                #expect(error.detail?.contains("already exists") == true)
+            }
+        }
+    }
+
+    @Test func transactionRollsBackWhenBodyThrows() async throws {
+        struct Boom: Error {}
+        let configuration = try await TestDatabase.fresh()
+        try await PostgresConnection.withConnection(configuration) { connection in
+            try await connection.execute("CREATE TABLE r (v int)")
+            await #expect(throws: Boom.self) {
+                try await connection.transaction { connection in
+                    try connection.query(PostgresQuery("INSERT INTO r VALUES ($1)", 1))
+                    throw Boom()
+                }
+            }
+            // A swallowed statement error must not let COMMIT silently roll back.
+            await #expect(throws: PostgresError.self) {
+                try await connection.transaction { connection in
+                    try connection.query(PostgresQuery("INSERT INTO r VALUES ($1)", 2))
+                    _ = try? connection.query(PostgresQuery("SELECT 1 / 0 AS x"))
+                }
+            }
+            try await connection.transaction { connection in
+                try connection.query(PostgresQuery("INSERT INTO r VALUES ($1)", 3))
+            }
+            let values = try await connection.query(PostgresQuery("SELECT v FROM r")).map { try $0.decode("v", as: Int.self) }
+            #expect(values == [3])
+        }
+    }
+
+    @Test func poolRunsBlockingQueriesOffTheConcurrencyPool() async throws {
+        let configuration = try TestDatabase.serverConfiguration()
+        let pool = PostgresPool(.init(connection: configuration, maximumConnections: 8))
+        // Warm up the connections so that only the sleeps are timed.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 { group.addTask { try await pool.query(PostgresQuery("SELECT pg_sleep(0.05)")) } }
+            try await group.waitForAll()
+        }
+        let ticks = Ticker()
+        let clock = ContinuousClock()
+        let started = clock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            // Other async work that must keep running while 32 queries block their threads.
+            group.addTask {
+                while clock.now - started < .milliseconds(700) {
+                    try await Task.sleep(for: .milliseconds(10))
+                    ticks.count.add(1, ordering: .relaxed)
+                }
+            }
+            for _ in 0..<32 {
+                group.addTask { try await pool.query(PostgresQuery("SELECT pg_sleep(0.2)")) }
+            }
+            try await group.waitForAll()
+        }
+        let elapsed = clock.now - started
+        #expect(elapsed >= .milliseconds(800), "32 sleeps of 0.2 s through 8 connections cannot finish sooner than 0.8 s")
+        #expect(elapsed < .milliseconds(1600), "took \(elapsed); expected about 4 × 0.2 s")
+        #expect(ticks.count.load(ordering: .relaxed) >= 35, "the ticker only ran \(ticks.count.load(ordering: .relaxed)) times")
+        let stats = await pool.statistics
+        #expect(stats.open <= 8)
+        await pool.close()
+    }
+
+    @Test func poolAcquireTimesOut() async throws {
+        let configuration = try TestDatabase.serverConfiguration()
+        let pool = PostgresPool(.init(connection: configuration, maximumConnections: 1, acquireTimeout: .milliseconds(200)))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await pool.query(PostgresQuery("SELECT pg_sleep(1)")) }
+            try await Task.sleep(for: .milliseconds(100))
+            do {
+                try await pool.query(PostgresQuery("SELECT 1 AS one"))
+                Issue.record("acquired a connection that was in use")
+            } catch let error as PostgresError {
+                #expect(error.kind == .poolTimeout)
+                #expect(error.isTransient)
+            }
+            try await group.waitForAll()
+        }
+        #expect(try await pool.query(PostgresQuery("SELECT 1 AS one")).single().decode("one", as: Int.self) == 1)
+        await pool.close()
+    }
+
+    @Test func unreachableServerNamesHostAndPort() async throws {
+        let configuration = try PostgresConfiguration("postgresql://nobody:topsecret@127.0.0.1:1/none?connect_timeout=2")
+        do {
+            _ = try await PostgresConnection.connect(configuration)
+            Issue.record("connected to port 1")
+        } catch {
+            #expect(error.kind == .connectionFailed)
+            #expect(error.message.contains("127.0.0.1:1"))
+            #expect(!error.description.contains("topsecret"))
+            #expect(!error.description.contains("\n"))
+        }
+    }
+
+    @Test func brokenConnectionIsReplaced() async throws {
+        let configuration = try TestDatabase.serverConfiguration()
+        let pool = PostgresPool(.init(connection: configuration, maximumConnections: 1))
+        let pid = try await pool.query(PostgresQuery("SELECT pg_backend_pid() AS pid")).single().decode("pid", as: Int.self)
+        try await PostgresConnection.withConnection(configuration) { admin in
+            try await admin.query(PostgresQuery("SELECT pg_terminate_backend($1)", pid))
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        // The idle connection's death is noticed at acquire; the query runs on a fresh one.
+        let newPID = try await pool.query(PostgresQuery("SELECT pg_backend_pid() AS pid")).single().decode("pid", as: Int.self)
+        #expect(newPID != pid)
+        await pool.close()
+    }
+}
+
+/// Counts the ticks of a task that must keep running while queries block.
+final class Ticker: Sendable {
+    let count = Atomic<Int>(0)
+}
