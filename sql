@@ -1,0 +1,1 @@
+Sources/OrderFlow/Migrations
