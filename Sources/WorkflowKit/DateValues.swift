@@ -1,0 +1,121 @@
+import Foundation
+
+/// Date text in workflows: ISO-8601 times, offsets from the transition time (`+15m`, `-1h`), and
+/// `now`. Dates in the app's JSON are seconds since 2001-01-01 (what Swift's default
+/// `JSONDecoder` expects for `Date`).
+enum DateValues {
+    /// True for ISO-8601 text, an offset such as `+15m`, or `now`.
+    static func isDateLiteral(_ text: String) -> Bool {
+        parseISO8601(text) != nil || parseOffset(text) != nil
+    }
+
+    /// Resolves ISO-8601 text, an offset from `reference`, or `now`.
+    static func resolve(_ text: String, relativeTo reference: Date) -> Date? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        if let date = parseISO8601(trimmed) { return date }
+        if let offset = parseOffset(trimmed) { return reference.addingTimeInterval(offset) }
+        return nil
+    }
+
+    /// `now`, `+15m`, `-1h30m`, `+90s`; the offset in seconds.
+    static func parseOffset(_ text: String) -> TimeInterval? {
+        if text == "now" { return 0 }
+        guard let sign = text.first, sign == "+" || sign == "-",
+            let duration = WorkflowDuration(parsing: String(text.dropFirst()))
+        else { return nil }
+        return sign == "+" ? duration.timeInterval : -duration.timeInterval
+    }
+
+    private static let utc = TimeZone(identifier: "UTC")!
+
+    private static var calendar: Calendar {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = utc
+        return calendar
+    }
+
+    /// `2025-05-01T12:00:00Z`, with optional fractional seconds and a `Z`, `±hh:mm` or `±hhmm`
+    /// offset; a space may stand for the `T`.
+    static func parseISO8601(_ text: String) -> Date? {
+        let s = Array(text.utf8)
+        var i = 0
+        func number(_ count: Int) -> Int? {
+            guard i + count <= s.count else { return nil }
+            var value = 0
+            for byte in s[i..<(i + count)] {
+                guard byte >= 48 && byte <= 57 else { return nil }
+                value = value * 10 + Int(byte - 48)
+            }
+            i += count
+            return value
+        }
+        func expect(_ char: UInt8) -> Bool {
+            guard i < s.count, s[i] == char else { return false }
+            i += 1
+            return true
+        }
+        guard let year = number(4), expect(45), let month = number(2), expect(45), let day = number(2) else { return nil }
+        guard i < s.count, s[i] == 84 || s[i] == 116 || s[i] == 32 else { return nil }
+        i += 1
+        guard let hour = number(2), expect(58), let minute = number(2), expect(58), let second = number(2) else { return nil }
+        var fraction = 0.0
+        if expect(46) {
+            var scale = 0.1
+            var digits = 0
+            while i < s.count, s[i] >= 48 && s[i] <= 57 {
+                fraction += Double(s[i] - 48) * scale
+                scale /= 10
+                i += 1
+                digits += 1
+            }
+            guard digits > 0 else { return nil }
+        }
+        var offsetSeconds = 0
+        guard i < s.count else { return nil }
+        if s[i] == 90 || s[i] == 122 {
+            i += 1
+        } else if s[i] == 43 || s[i] == 45 {
+            let negative = s[i] == 45
+            i += 1
+            guard let hours = number(2) else { return nil }
+            _ = expect(58)
+            guard let minutes = number(2) else { return nil }
+            offsetSeconds = (hours * 3600 + minutes * 60) * (negative ? -1 : 1)
+        } else {
+            return nil
+        }
+        guard i == s.count, (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61 else {
+            return nil
+        }
+        let components = DateComponents(year: year, month: month, day: day, hour: hour, minute: minute, second: second)
+        guard let date = calendar.date(from: components),
+            calendar.component(.day, from: date) == day
+        else { return nil }
+        return date.addingTimeInterval(fraction - TimeInterval(offsetSeconds))
+    }
+
+    /// `2025-05-01T12:00:00Z`, or with milliseconds when the date has a fraction of a second.
+    static func formatISO8601(_ date: Date) -> String {
+        let seconds = date.timeIntervalSince1970
+        let whole = seconds.rounded(.down)
+        var millis = Int(((seconds - whole) * 1000).rounded())
+        var base = Date(timeIntervalSince1970: whole)
+        if millis == 1000 {
+            millis = 0
+            base = base.addingTimeInterval(1)
+        }
+        let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: base)
+        func pad(_ value: Int, _ width: Int) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        var text = "\(pad(c.year!, 4))-\(pad(c.month!, 2))-\(pad(c.day!, 2))T\(pad(c.hour!, 2)):\(pad(c.minute!, 2)):\(pad(c.second!, 2))"
+        if millis > 0 { text += "." + pad(millis, 3) }
+        return text + "Z"
+    }
+
+    /// The app's JSON representation of a date: seconds since 2001-01-01 00:00:00 UTC.
+    static func appJSON(_ date: Date) -> JSONValue {
+        .double(date.timeIntervalSinceReferenceDate)
+    }
+}

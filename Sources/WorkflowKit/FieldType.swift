@@ -1,0 +1,200 @@
+/// The type of a field in the attributes schema, the ContentState schema or a transition's input.
+///
+/// Written in YAML in a compact form: `string`, `string(60)` (at most 60 characters), `int`,
+/// `double`, `bool`, `date`, `enum(a, b, c)`, a trailing `?` for optional (`date?`), and
+/// `[T]` or `[T; N]` for an array of at most N elements (10 when not given).
+public indirect enum FieldType: Sendable, Hashable {
+    case string(maxLength: Int?)
+    case int
+    case double
+    case bool
+    case date
+    /// A String-backed enum; the values are its raw values and its Swift case names.
+    case enumeration([String])
+    case optional(FieldType)
+    case array(FieldType, maxCount: Int)
+
+    /// The element count assumed for an array without `; N`.
+    public static let defaultArrayMaxCount = 10
+
+    public var isOptional: Bool {
+        if case .optional = self { return true }
+        return false
+    }
+
+    /// The type without its optional wrapper.
+    public var nonOptional: FieldType {
+        if case .optional(let wrapped) = self { return wrapped }
+        return self
+    }
+
+    /// The type as written in a workflow file.
+    public var spelling: String {
+        switch self {
+        case .string(let maxLength?): return "string(\(maxLength))"
+        case .string(nil): return "string"
+        case .int: return "int"
+        case .double: return "double"
+        case .bool: return "bool"
+        case .date: return "date"
+        case .enumeration(let values): return "enum(\(values.joined(separator: ", ")))"
+        case .optional(let wrapped): return wrapped.spelling + "?"
+        case .array(let element, let maxCount):
+            return maxCount == FieldType.defaultArrayMaxCount
+                ? "[\(element.spelling)]" : "[\(element.spelling); \(maxCount)]"
+        }
+    }
+
+    /// A short description of the kind, for messages ("a date", "an enum").
+    var kindDescription: String {
+        switch self {
+        case .string: return "a string"
+        case .int: return "an int"
+        case .double: return "a double"
+        case .bool: return "a bool"
+        case .date: return "a date"
+        case .enumeration(let values): return "one of \(values.joined(separator: ", "))"
+        case .optional(let wrapped): return wrapped.kindDescription + " or null"
+        case .array(let element, _): return "an array of \(element.spelling)"
+        }
+    }
+}
+
+/// A named, typed field.
+public struct FieldSpec: Sendable, Hashable {
+    public var name: String
+    public var type: FieldType
+
+    public init(name: String, type: FieldType) {
+        self.name = name
+        self.type = type
+    }
+}
+
+// MARK: - Parsing the compact type syntax
+
+extension FieldType {
+    struct SyntaxError: Error {
+        let message: String
+    }
+
+    /// Parses `string(60)?`, `[enum(a, b); 3]`, … .
+    static func parse(_ text: String) throws(SyntaxError) -> FieldType {
+        var parser = TypeParser(text: Array(text.unicodeScalars))
+        let type = try parser.parseType()
+        parser.skipSpaces()
+        guard parser.atEnd else {
+            throw SyntaxError(message: "unexpected `\(parser.rest)` after type `\(type.spelling)`")
+        }
+        return type
+    }
+}
+
+private struct TypeParser {
+    let text: [Unicode.Scalar]
+    var index = 0
+
+    init(text: [Unicode.Scalar]) { self.text = text }
+
+    var atEnd: Bool { index >= text.count }
+    var rest: String { String(String.UnicodeScalarView(text[index...])) }
+
+    mutating func skipSpaces() {
+        while !atEnd, text[index] == " " { index += 1 }
+    }
+
+    mutating func consume(_ scalar: Unicode.Scalar) -> Bool {
+        skipSpaces()
+        if !atEnd, text[index] == scalar {
+            index += 1
+            return true
+        }
+        return false
+    }
+
+    mutating func word() -> String {
+        skipSpaces()
+        var result = String.UnicodeScalarView()
+        while !atEnd, text[index].properties.isAlphabetic || ("0"..."9").contains(text[index]) || text[index] == "_"
+            || text[index] == "-"
+        {
+            result.append(text[index])
+            index += 1
+        }
+        return String(result)
+    }
+
+    mutating func integer(_ what: String) throws(FieldType.SyntaxError) -> Int {
+        let digits = word()
+        guard let value = Int(digits), value > 0 else {
+            throw .init(message: "\(what) must be a positive whole number, got `\(digits)`")
+        }
+        return value
+    }
+
+    mutating func parseType() throws(FieldType.SyntaxError) -> FieldType {
+        var type: FieldType
+        if consume("[") {
+            let element = try parseType()
+            if case .array = element.nonOptional {
+                throw .init(message: "arrays of arrays are not supported")
+            }
+            var maxCount = FieldType.defaultArrayMaxCount
+            if consume(";") {
+                maxCount = try integer("an array's maximum element count")
+            }
+            guard consume("]") else {
+                throw .init(message: "expected `]` to close the array type, e.g. `[string(20); 5]`")
+            }
+            type = .array(element, maxCount: maxCount)
+        } else {
+            let name = word()
+            switch name {
+            case "string":
+                if consume("(") {
+                    let maxLength = try integer("a string's max length")
+                    guard consume(")") else { throw .init(message: "expected `)` after the max length, e.g. `string(60)`") }
+                    type = .string(maxLength: maxLength)
+                } else {
+                    type = .string(maxLength: nil)
+                }
+            case "int": type = .int
+            case "double": type = .double
+            case "bool": type = .bool
+            case "date": type = .date
+            case "enum":
+                guard consume("(") else {
+                    throw .init(message: "an enum lists its values in parentheses, e.g. `enum(ready, delivered)`")
+                }
+                var values: [String] = []
+                repeat {
+                    let value = word()
+                    guard !value.isEmpty else { throw .init(message: "expected an enum value in `enum(…)`") }
+                    guard !values.contains(value) else { throw .init(message: "enum value `\(value)` is listed twice") }
+                    values.append(value)
+                } while consume(",")
+                guard consume(")") else {
+                    if atEnd {
+                        throw .init(message: "the enum's value list has no closing `)`; inside a `{…}` YAML mapping, quote a type that contains commas: \"enum(a, b)\"")
+                    }
+                    throw .init(message: "expected `,` or `)` in the enum's value list")
+                }
+                type = .enumeration(values)
+            case "":
+                throw .init(message: "expected a type: string, string(N), int, double, bool, date, enum(a, b), T? or [T; N]")
+            default:
+                let known = ["string", "int", "double", "bool", "date", "enum"]
+                let hint = closestMatch(to: name, in: known).map { " (did you mean `\($0)`?)" } ?? ""
+                throw .init(
+                    message:
+                        "unknown type `\(name)`\(hint); use string, string(N), int, double, bool, date, enum(a, b), T? or [T; N]"
+                )
+            }
+        }
+        if consume("?") {
+            type = .optional(type)
+            if consume("?") { throw .init(message: "a type can be optional only once") }
+        }
+        return type
+    }
+}

@@ -1,0 +1,293 @@
+import Foundation
+
+/// A JSON value with a deterministic serialization (object keys sorted), used for attributes,
+/// transition inputs, rendered ContentStates and the canonical form of a workflow.
+public enum JSONValue: Sendable, Hashable {
+    case null
+    case bool(Bool)
+    case int(Int)
+    case double(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+}
+
+// MARK: - Accessors
+
+extension JSONValue {
+    public subscript(key: String) -> JSONValue? {
+        guard case .object(let object) = self else { return nil }
+        return object[key]
+    }
+
+    public subscript(index: Int) -> JSONValue? {
+        guard case .array(let array) = self, array.indices.contains(index) else { return nil }
+        return array[index]
+    }
+
+    public var isNull: Bool {
+        if case .null = self { return true }
+        return false
+    }
+
+    public var stringValue: String? {
+        if case .string(let value) = self { return value }
+        return nil
+    }
+
+    public var boolValue: Bool? {
+        if case .bool(let value) = self { return value }
+        return nil
+    }
+
+    /// The value as an `Int`, also for a `double` without a fractional part.
+    public var intValue: Int? {
+        switch self {
+        case .int(let value): return value
+        case .double(let value) where value.rounded() == value && abs(value) < 9.0e18: return Int(value)
+        default: return nil
+        }
+    }
+
+    /// The value as a `Double`, also for an `int`.
+    public var doubleValue: Double? {
+        switch self {
+        case .int(let value): return Double(value)
+        case .double(let value): return value
+        default: return nil
+        }
+    }
+
+    public var arrayValue: [JSONValue]? {
+        if case .array(let value) = self { return value }
+        return nil
+    }
+
+    public var objectValue: [String: JSONValue]? {
+        if case .object(let value) = self { return value }
+        return nil
+    }
+
+    /// A short name of the value's JSON type, for error messages.
+    public var typeName: String {
+        switch self {
+        case .null: return "null"
+        case .bool: return "bool"
+        case .int: return "int"
+        case .double: return "double"
+        case .string: return "string"
+        case .array: return "array"
+        case .object: return "object"
+        }
+    }
+}
+
+// MARK: - Literals
+
+extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,
+    ExpressibleByFloatLiteral, ExpressibleByStringLiteral, ExpressibleByArrayLiteral,
+    ExpressibleByDictionaryLiteral
+{
+    public init(nilLiteral: ()) { self = .null }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(integerLiteral value: Int) { self = .int(value) }
+    public init(floatLiteral value: Double) { self = .double(value) }
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
+    }
+}
+
+// MARK: - Codable
+
+extension JSONValue: Codable {
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() {
+            self = .null
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? container.decode(Int.self) {
+            self = .int(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .double(value)
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else if let value = try? container.decode([JSONValue].self) {
+            self = .array(value)
+        } else if let value = try? container.decode([String: JSONValue].self) {
+            self = .object(value)
+        } else {
+            throw DecodingError.dataCorruptedError(
+                in: container,
+                debugDescription: "expected a JSON value (null, bool, number, string, array or object)"
+            )
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .null: try container.encodeNil()
+        case .bool(let value): try container.encode(value)
+        case .int(let value): try container.encode(value)
+        case .double(let value): try container.encode(value)
+        case .string(let value): try container.encode(value)
+        case .array(let value): try container.encode(value)
+        case .object(let value): try container.encode(value)
+        }
+    }
+}
+
+// MARK: - Foundation interop
+
+extension JSONValue {
+    /// Error thrown when a Foundation value has no JSON equivalent.
+    public struct ConversionError: Error, CustomStringConvertible, Sendable {
+        public let description: String
+    }
+
+    /// Converts the output of `JSONSerialization.jsonObject(with:)` (or any tree of
+    /// `NSNull`, `Bool`, numbers, `String`, arrays and string-keyed dictionaries).
+    public init(foundation value: Any) throws(ConversionError) {
+        // Native Swift values first, by their exact type: an NSNumber 1 would also cast to `Bool`.
+        let valueType = type(of: value)
+        if valueType == Bool.self, let bool = value as? Bool {
+            self = .bool(bool)
+            return
+        }
+        if valueType == Int.self, let int = value as? Int {
+            self = .int(int)
+            return
+        }
+        if valueType == Double.self, let double = value as? Double {
+            self = .double(double)
+            return
+        }
+        switch value {
+        case is NSNull:
+            self = .null
+        case let value as String:
+            self = .string(value)
+        case let value as NSNumber:
+            self = JSONValue(number: value)
+        case let value as [Any]:
+            var array: [JSONValue] = []
+            array.reserveCapacity(value.count)
+            for element in value { array.append(try JSONValue(foundation: element)) }
+            self = .array(array)
+        case let value as [String: Any]:
+            var object: [String: JSONValue] = [:]
+            for (key, element) in value { object[key] = try JSONValue(foundation: element) }
+            self = .object(object)
+        default:
+            throw ConversionError(description: "cannot represent a value of type \(type(of: value)) as JSON")
+        }
+    }
+
+    private init(number: NSNumber) {
+        // JSONSerialization returns booleans as an NSNumber subclass whose type encoding is "c";
+        // a plain NSNumber holding 0 or 1 is a number.
+        let objCType = String(cString: number.objCType)
+        if objCType == "c" && type(of: number) != NSNumber.self {
+            self = .bool(number.boolValue)
+        } else if objCType == "f" || objCType == "d" {
+            self = .double(number.doubleValue)
+        } else if let int = Int(exactly: number.int64Value) {
+            self = .int(int)
+        } else {
+            self = .double(number.doubleValue)
+        }
+    }
+
+    /// Parses JSON text.
+    public init(json: String) throws {
+        self = try JSONDecoder().decode(JSONValue.self, from: Data(json.utf8))
+    }
+
+    /// Parses JSON data.
+    public init(data: Data) throws {
+        self = try JSONDecoder().decode(JSONValue.self, from: data)
+    }
+}
+
+// MARK: - Deterministic serialization
+
+extension JSONValue: CustomStringConvertible {
+    /// Compact JSON with object keys sorted (by UTF-8 bytes); equal values give equal strings.
+    /// Non-finite doubles, which JSON cannot express, are written as `null`.
+    public var jsonString: String {
+        var output = ""
+        write(to: &output)
+        return output
+    }
+
+    public var description: String { jsonString }
+
+    /// Number of bytes of `jsonString` in UTF-8.
+    public var jsonByteCount: Int { jsonString.utf8.count }
+
+    func write(to output: inout String) {
+        switch self {
+        case .null:
+            output += "null"
+        case .bool(let value):
+            output += value ? "true" : "false"
+        case .int(let value):
+            output += String(value)
+        case .double(let value):
+            output += JSONValue.format(value)
+        case .string(let value):
+            JSONValue.writeString(value, to: &output)
+        case .array(let values):
+            output += "["
+            for (index, value) in values.enumerated() {
+                if index > 0 { output += "," }
+                value.write(to: &output)
+            }
+            output += "]"
+        case .object(let object):
+            output += "{"
+            for (index, key) in object.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }).enumerated() {
+                if index > 0 { output += "," }
+                JSONValue.writeString(key, to: &output)
+                output += ":"
+                object[key]!.write(to: &output)
+            }
+            output += "}"
+        }
+    }
+
+    static func format(_ value: Double) -> String {
+        guard value.isFinite else { return "null" }
+        if value.rounded() == value && abs(value) < 1e15 {
+            // Integral values print without an exponent; keep a ".0" so they read back as doubles.
+            return String(Int64(value)) + ".0"
+        }
+        return "\(value)"
+    }
+
+    static func writeString(_ string: String, to output: inout String) {
+        output += "\""
+        for scalar in string.unicodeScalars {
+            switch scalar {
+            case "\"": output += "\\\""
+            case "\\": output += "\\\\"
+            case "\n": output += "\\n"
+            case "\r": output += "\\r"
+            case "\t": output += "\\t"
+            case "\u{08}": output += "\\b"
+            case "\u{0C}": output += "\\f"
+            default:
+                if scalar.value < 0x20 {
+                    let hex = String(scalar.value, radix: 16)
+                    output += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    output.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        output += "\""
+    }
+}

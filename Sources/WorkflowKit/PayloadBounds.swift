@@ -1,0 +1,218 @@
+/// Worst-case size of the APNs JSON body a transition can produce, checked against the 4096-byte
+/// limit when a workflow is loaded.
+///
+/// Rule (see docs/workflows.md): every value counts at its largest: a `string(N)` as N bytes
+/// (one byte per character; JSON escaping is not counted), a string without a max length as
+/// `defaultStringLength` bytes, an int as 20, a double or a date as 24, a bool as 5, an enum as
+/// its longest value, an optional as the larger of its value and `null`, an array as N
+/// elements. Templates count their literal text plus the largest rendering of each variable.
+/// Timestamps count 10 digits. Render checks the real payload against the same limit, so a
+/// payload that gets past this estimate (non-ASCII text, escapes) is still stopped before sending.
+struct PayloadBounds {
+    static let limit = 4096
+    /// Bytes assumed for a string with no declared max length.
+    static let defaultStringLength = 256
+    static let timestampBytes = 10
+    static let dateTextBytes = 24  // 2025-05-01T12:00:00.123Z
+
+    let workflow: Workflow
+
+    struct Size {
+        var total: Int
+        var contentState: Int
+        var alert: Int
+        var largestField: (name: String, bytes: Int)?
+
+        var breakdown: String {
+            var text = "content-state up to \(contentState) bytes"
+            if let largestField { text += ", largest field `\(largestField.name)` up to \(largestField.bytes) bytes" }
+            if alert > 0 { text += ", alert up to \(alert) bytes" }
+            return text
+        }
+    }
+
+    // MARK: Whole payloads
+
+    func update(_ transition: TransitionSpec) -> Size {
+        let scope = self.scope(inputs: transition.inputs)
+        let (content, largest) = contentBound(transition.content, scope: scope)
+        let alert = transition.alert.map { alertBound($0, scope: scope) } ?? 0
+        let target = workflow.state(named: transition.to)
+        var aps: [(String, Int)] = [
+            ("timestamp", Self.timestampBytes),
+            ("event", transition.endsActivity ? 5 : 8),
+            ("content-state", content),
+        ]
+        if alert > 0 { aps.append(("alert", alert)) }
+        if target?.staleAfter != nil || workflow.timers.contains(where: { $0.state == transition.to && $0.action == .markStale }) {
+            aps.append(("stale-date", Self.timestampBytes))
+        }
+        if let relevance = transition.relevanceScore { aps.append(("relevance-score", JSONValue.double(relevance).jsonByteCount)) }
+        if transition.endsActivity, workflow.dismissal(in: transition.to) != .systemDefault {
+            aps.append(("dismissal-date", Self.timestampBytes))
+        }
+        let total = Self.object([("aps", Self.object(aps))])
+        return Size(total: total, contentState: content, alert: alert, largestField: largest)
+    }
+
+    /// The push-to-start: the initial content, or for a restart the largest content any transition shows.
+    func start() -> Size {
+        let scope = self.scope(inputs: workflow.lifecycle.startInputs)
+        var (content, largest) = (0, nil as (name: String, bytes: Int)?)
+        if let initial = workflow.state(named: workflow.initialState) {
+            var initialContent: [String: ValueSpec] = [:]
+            for field in workflow.contentSchema {
+                initialContent[field.name] = initial.content[field.name] ?? .literal(.null)
+            }
+            (content, largest) = contentBound(initialContent, scope: scope)
+        }
+        if workflow.lifecycle.onTimeLimit == .restart {
+            for transition in workflow.transitions {
+                let bound = contentBound(transition.content, scope: self.scope(inputs: transition.inputs))
+                if bound.bytes > content { (content, largest) = bound }
+            }
+        }
+        let alert = workflow.lifecycle.startAlert.map { alertBound($0, scope: scope) } ?? 0
+        let attributes = Self.object(workflow.attributesSchema.map { ($0.name, Self.jsonBound($0.type)) })
+        var aps: [(String, Int)] = [
+            ("timestamp", Self.timestampBytes),
+            ("event", 7),
+            ("content-state", content),
+            ("attributes-type", workflow.attributesType.utf8.count + 2),
+            ("attributes", attributes),
+            ("input-push-token", 1),
+        ]
+        if alert > 0 { aps.append(("alert", alert)) }
+        if let initial = workflow.state(named: workflow.initialState) {
+            if initial.staleAfter != nil { aps.append(("stale-date", Self.timestampBytes)) }
+            if let relevance = initial.relevanceScore { aps.append(("relevance-score", JSONValue.double(relevance).jsonByteCount)) }
+        }
+        let total = Self.object([("aps", Self.object(aps))])
+        return Size(total: total, contentState: content, alert: alert, largestField: largest)
+    }
+
+    // MARK: Parts
+
+    func scope(inputs: [FieldSpec]) -> TemplateScope {
+        TemplateScope(attributes: workflow.attributesSchema, content: workflow.contentSchema, inputs: inputs,
+                      inputOwner: "", previousUnavailable: nil)
+    }
+
+    func contentBound(_ content: [String: ValueSpec], scope: TemplateScope) -> (bytes: Int, largest: (name: String, bytes: Int)?) {
+        var entries: [(String, Int)] = []
+        var largest: (name: String, bytes: Int)?
+        for field in workflow.contentSchema {
+            let bytes = valueBound(content[field.name] ?? .literal(.null), type: field.type, scope: scope)
+            entries.append((field.name, bytes))
+            if bytes > (largest?.bytes ?? -1) { largest = (field.name, bytes) }
+        }
+        return (Self.object(entries), largest)
+    }
+
+    func valueBound(_ value: ValueSpec, type: FieldType, scope: TemplateScope) -> Int {
+        switch value {
+        case .literal(let literal):
+            if literal.isNull { return 4 }
+            if case .date = type.nonOptional { return Self.jsonBound(.date) }
+            return literal.jsonByteCount
+        case .list(let items):
+            guard case .array(let element, _) = type.nonOptional else { return Self.jsonBound(type) }
+            return 2 + items.map { valueBound($0, type: element, scope: scope) }.reduce(0, +) + max(0, items.count - 1)
+        case .template(let template):
+            let typeBound = Self.jsonBound(type)
+            switch type.nonOptional {
+            case .string:
+                let text = Self.textBound(template.nodes, scope: scope, dot: nil) + 2
+                return type.isOptional ? max(4, min(typeBound, text)) : min(typeBound, text)
+            default:
+                return typeBound
+            }
+        }
+    }
+
+    func alertBound(_ alert: AlertSpec, scope: TemplateScope) -> Int {
+        var entries = [("title", textBound(alert.title, scope: scope)), ("body", textBound(alert.body, scope: scope))]
+        if let sound = alert.sound { entries.append(("sound", JSONValue.string(sound).jsonByteCount)) }
+        return Self.object(entries)
+    }
+
+    func textBound(_ text: TextSpec, scope: TemplateScope) -> Int {
+        switch text {
+        case .plain(let template):
+            return Self.textBound(template.nodes, scope: scope, dot: nil) + 2
+        case .localized(let key, let args):
+            let argBounds = args.map { Self.textBound($0.nodes, scope: scope, dot: nil) + 2 }
+            let array = 2 + argBounds.reduce(0, +) + max(0, args.count - 1)
+            return Self.object([("loc-key", JSONValue.string(key).jsonByteCount), ("loc-args", array)])
+        }
+    }
+
+    // MARK: Rules
+
+    /// Bytes of a JSON object whose values take `entries`' sizes.
+    static func object(_ entries: [(String, Int)]) -> Int {
+        2 + entries.map { $0.0.utf8.count + 3 + $0.1 }.reduce(0, +) + max(0, entries.count - 1)
+    }
+
+    /// Largest JSON encoding of a value of `type` in the app's shape.
+    static func jsonBound(_ type: FieldType) -> Int {
+        switch type {
+        case .string(let maxLength): return (maxLength ?? defaultStringLength) + 2
+        case .int: return 20
+        case .double, .date: return 24
+        case .bool: return 5
+        case .enumeration(let values): return (values.map(\.utf8.count).max() ?? 0) + 2
+        case .optional(let wrapped): return max(4, jsonBound(wrapped))
+        case .array(let element, let maxCount): return 2 + maxCount * jsonBound(element) + max(0, maxCount - 1)
+        }
+    }
+
+    /// Largest text a variable of `type` renders as in a template.
+    static func textBound(_ type: FieldType) -> Int {
+        switch type {
+        case .string(let maxLength): return maxLength ?? defaultStringLength
+        case .int: return 20
+        case .double: return 24
+        case .date: return dateTextBytes
+        case .bool: return 5
+        case .enumeration(let values): return values.map(\.utf8.count).max() ?? 0
+        case .optional(let wrapped): return textBound(wrapped)
+        case .array(let element, let maxCount): return 2 + maxCount * (textBound(element) + 4)
+        }
+    }
+
+    static func textBound(_ nodes: [TemplateNode], scope: TemplateScope, dot: FieldType?) -> Int {
+        var total = 0
+        for node in nodes {
+            switch node {
+            case .text(let text):
+                total += text.utf8.count
+            case .variable(let name, let transforms):
+                let type = name == "." ? dot : scope.type(of: name)
+                let bound = type.map { textBound($0) } ?? 0
+                total += transforms.isEmpty ? bound : max(bound, 20)
+            case .section(let name, _, let inverted, let children):
+                let type = scope.type(of: name)?.nonOptional
+                if !inverted, case .array(let element, let maxCount) = type {
+                    total += maxCount * textBound(children, scope: scope, dot: element)
+                } else {
+                    total += textBound(children, scope: scope, dot: inverted ? dot : type)
+                }
+            }
+        }
+        return total
+    }
+}
+
+extension Workflow {
+    /// The largest APNs body, in bytes, that `transition` can produce under the counting rule of
+    /// `PayloadBounds` (docs/workflows.md); the loader rejects workflows where this exceeds 4096.
+    public func maximumPayloadSize(for transition: TransitionSpec) -> Int {
+        PayloadBounds(workflow: self).update(transition).total
+    }
+
+    /// The largest push-to-start body, in bytes (for a restart, with the largest content any transition shows).
+    public var maximumStartPayloadSize: Int {
+        PayloadBounds(workflow: self).start().total
+    }
+}

@@ -1,0 +1,598 @@
+import Foundation
+
+/// A text in a rendered alert.
+public enum LocalizableText: Sendable, Hashable, Codable {
+    case plain(String)
+    /// Localized by the app from its strings file: `{"loc-key": key, "loc-args": args}`.
+    case localized(key: String, args: [String])
+
+    private enum CodingKeys: String, CodingKey {
+        case key = "loc-key"
+        case args = "loc-args"
+    }
+
+    /// Encodes in the APNs shape: a string, or `{"loc-key": …, "loc-args": […]}`.
+    public func encode(to encoder: any Encoder) throws {
+        switch self {
+        case .plain(let text):
+            var container = encoder.singleValueContainer()
+            try container.encode(text)
+        case .localized(let key, let args):
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(key, forKey: .key)
+            try container.encode(args, forKey: .args)
+        }
+    }
+
+    public init(from decoder: any Decoder) throws {
+        if let text = try? decoder.singleValueContainer().decode(String.self) {
+            self = .plain(text)
+            return
+        }
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self = .localized(key: try container.decode(String.self, forKey: .key),
+                          args: try container.decodeIfPresent([String].self, forKey: .args) ?? [])
+    }
+
+    /// The APNs JSON of this text.
+    public var json: JSONValue {
+        switch self {
+        case .plain(let text): return .string(text)
+        case .localized(let key, let args): return ["loc-key": .string(key), "loc-args": .array(args.map(JSONValue.string))]
+        }
+    }
+}
+
+/// A rendered alert; encodes as the APNs `alert` dictionary (`sound` sits inside it).
+public struct ActivityAlert: Sendable, Hashable, Codable {
+    public var title: LocalizableText
+    public var body: LocalizableText
+    public var sound: String?
+
+    public init(title: LocalizableText, body: LocalizableText, sound: String? = nil) {
+        self.title = title
+        self.body = body
+        self.sound = sound
+    }
+
+    public var json: JSONValue {
+        var object: [String: JSONValue] = ["title": title.json, "body": body.json]
+        if let sound { object["sound"] = .string(sound) }
+        return .object(object)
+    }
+}
+
+/// The APNs `event` of a Live Activity push.
+public enum ActivityEvent: String, Sendable, Hashable, Codable {
+    case start
+    case update
+    case end
+}
+
+/// What one transition shows: everything the sender needs besides tokens and headers.
+public struct RenderedActivityUpdate: Sendable, Hashable {
+    /// `update`, or `end` when the transition enters a final state.
+    public var event: ActivityEvent
+    /// The state the order is in after the transition.
+    public var state: String
+    /// The full ContentState in the app's JSON shape (dates are seconds since 2001-01-01).
+    public var contentState: JSONValue
+    public var alert: ActivityAlert?
+    public var staleDate: Date?
+    public var relevanceScore: Double?
+    /// 5 or 10 (`apns-priority`).
+    public var priority: Int
+    /// How the activity is dismissed, for an `end` update.
+    public var dismissal: Dismissal?
+    /// The transition time; the payload's `timestamp`.
+    public var timestamp: Date
+
+    /// `dismissal-date` for an `end` update.
+    public var dismissalDate: Date? {
+        guard event == .end else { return nil }
+        return dismissal?.dismissalDate(endedAt: timestamp)
+    }
+
+    /// The APNs JSON body (`{"aps": {…}}`) for this update.
+    public func apnsPayload() -> JSONValue {
+        var aps: [String: JSONValue] = [
+            "timestamp": .int(Self.epochSeconds(timestamp)),
+            "event": .string(event.rawValue),
+            "content-state": contentState,
+        ]
+        if let alert { aps["alert"] = alert.json }
+        if let staleDate { aps["stale-date"] = .int(Self.epochSeconds(staleDate)) }
+        if let relevanceScore { aps["relevance-score"] = .double(relevanceScore) }
+        if let dismissalDate { aps["dismissal-date"] = .int(Self.epochSeconds(dismissalDate)) }
+        return ["aps": .object(aps)]
+    }
+
+    static func epochSeconds(_ date: Date) -> Int {
+        Int(date.timeIntervalSince1970.rounded(.down))
+    }
+}
+
+/// A push-to-start: the first update plus the static attributes.
+public struct RenderedActivityStart: Sendable, Hashable {
+    public var attributesType: String
+    /// The static attributes in the app's JSON shape.
+    public var attributes: JSONValue
+    /// `event == .start`; its alert is the start alert.
+    public var update: RenderedActivityUpdate
+
+    /// The APNs JSON body of the push-to-start.
+    public func apnsPayload() -> JSONValue {
+        guard case .object(let outer) = update.apnsPayload(), case .object(var aps)? = outer["aps"] else { return [:] }
+        aps["attributes-type"] = .string(attributesType)
+        aps["attributes"] = attributes
+        aps["input-push-token"] = 1
+        return ["aps": .object(aps)]
+    }
+}
+
+/// A rendering failure: a value that does not fit its field, or a payload over 4096 bytes.
+public struct RenderError: Error, Sendable, Hashable, CustomStringConvertible {
+    public enum Code: String, Sendable, Hashable {
+        /// A rendered string is longer than the field's max length.
+        case valueTooLong
+        /// A rendered value cannot be converted to the field's type.
+        case typeMismatch
+        /// A required field rendered empty or null.
+        case missingValue
+        /// More array elements than the field allows.
+        case tooManyElements
+        /// The APNs payload would exceed 4096 bytes.
+        case payloadTooLarge
+        /// The state or transition is not part of this workflow.
+        case unknownState
+    }
+
+    public var code: Code
+    /// `workflow: transition from->to` or similar.
+    public var context: String
+    /// The ContentState field, when the problem is one field.
+    public var field: String?
+    public var message: String
+
+    public var description: String {
+        "\(context): \(field.map { "field `\($0)`: " } ?? "")\(message)"
+    }
+}
+
+/// Attributes or a transition's input that do not match the workflow's declared types.
+public struct DataValidationError: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct Problem: Sendable, Hashable, CustomStringConvertible {
+        /// `merchantName`, `items[2]`, or empty for the whole value.
+        public var path: String
+        public var message: String
+        public var description: String { path.isEmpty ? message : "`\(path)`: \(message)" }
+    }
+
+    /// What was checked: "attributes of workflow `food-order`", "input of transition `a -> b`".
+    public var subject: String
+    public var problems: [Problem]
+
+    public var description: String {
+        "invalid \(subject): " + problems.map(\.description).joined(separator: "; ")
+    }
+}
+
+// MARK: - Validating data
+
+extension Workflow {
+    /// Checks static attributes given at order creation against `activity.attributes` and returns
+    /// them normalized (dates as ISO-8601 UTC text, integral doubles as ints).
+    public func validateAttributes(_ attributes: JSONValue) throws -> JSONValue {
+        try DataNormalizer.normalize(attributes, schema: attributesSchema, subject: "attributes of workflow `\(name)`",
+                                     allowRelativeDates: false)
+    }
+
+    /// Checks a transition's input against its declared `input` and returns it normalized. A date
+    /// may be ISO-8601 text or an offset from the transition time like `+15m` (kept as written).
+    public func validateInput(_ input: JSONValue, for transition: TransitionSpec) throws -> JSONValue {
+        try DataNormalizer.normalize(input, schema: transition.inputs, subject: "input of transition `\(transition.from) -> \(transition.to)`",
+                                     allowRelativeDates: true)
+    }
+
+    /// Checks the data given with order creation against `lifecycle.start-input`.
+    public func validateStartInput(_ input: JSONValue) throws -> JSONValue {
+        try DataNormalizer.normalize(input, schema: lifecycle.startInputs, subject: "start input of workflow `\(name)`",
+                                     allowRelativeDates: true)
+    }
+}
+
+enum DataNormalizer {
+    static func normalize(_ value: JSONValue, schema: [FieldSpec], subject: String, allowRelativeDates: Bool) throws(DataValidationError)
+        -> JSONValue
+    {
+        var problems: [DataValidationError.Problem] = []
+        let object: [String: JSONValue]
+        switch value {
+        case .null: object = [:]
+        case .object(let fields): object = fields
+        default:
+            throw DataValidationError(subject: subject, problems: [.init(path: "", message: "expected a JSON object, got \(value.typeName)")])
+        }
+        var result: [String: JSONValue] = [:]
+        let names = schema.map(\.name)
+        for key in object.keys.sorted() where !names.contains(key) {
+            problems.append(.init(path: key, message: "unknown field\(didYouMean(key, in: names)); expected fields: \(codeList(names))"))
+        }
+        for field in schema {
+            let fieldValue = object[field.name] ?? .null
+            if let normalized = normalizeValue(fieldValue, type: field.type, path: field.name, allowRelativeDates: allowRelativeDates,
+                                               problems: &problems)
+            {
+                result[field.name] = normalized
+            }
+        }
+        guard problems.isEmpty else { throw DataValidationError(subject: subject, problems: problems) }
+        return .object(result)
+    }
+
+    static func normalizeValue(_ value: JSONValue, type: FieldType, path: String, allowRelativeDates: Bool,
+                               problems: inout [DataValidationError.Problem]) -> JSONValue?
+    {
+        func problem(_ message: String) -> JSONValue? {
+            problems.append(.init(path: path, message: message))
+            return nil
+        }
+        if value.isNull {
+            if type.isOptional { return .null }
+            return problem("required \(type.spelling) is missing")
+        }
+        switch type {
+        case .optional(let wrapped):
+            return normalizeValue(value, type: wrapped, path: path, allowRelativeDates: allowRelativeDates, problems: &problems)
+        case .string(let maxLength):
+            guard let text = value.stringValue else { return problem("expected a string, got \(value.typeName) \(value.jsonString)") }
+            if let maxLength, text.count > maxLength {
+                return problem("at most \(maxLength) characters allowed, got \(text.count)")
+            }
+            return value
+        case .int:
+            guard let int = value.intValue else { return problem("expected a whole number, got \(value.typeName) \(value.jsonString)") }
+            return .int(int)
+        case .double:
+            guard let double = value.doubleValue else { return problem("expected a number, got \(value.typeName) \(value.jsonString)") }
+            return .double(double)
+        case .bool:
+            guard let bool = value.boolValue else { return problem("expected true or false, got \(value.typeName) \(value.jsonString)") }
+            return .bool(bool)
+        case .date:
+            guard let text = value.stringValue else {
+                return problem("expected a date as ISO-8601 text like \"2025-05-01T12:00:00Z\", got \(value.typeName) \(value.jsonString)")
+            }
+            if let date = DateValues.parseISO8601(text) { return .string(DateValues.formatISO8601(date)) }
+            if allowRelativeDates, DateValues.parseOffset(text) != nil { return .string(text) }
+            return problem("`\(text)` is not a date; use ISO-8601 like \"2025-05-01T12:00:00Z\"\(allowRelativeDates ? " or an offset like \"+15m\"" : "")")
+        case .enumeration(let values):
+            guard let text = value.stringValue, values.contains(text) else {
+                return problem("expected one of \(codeList(values)), got \(value.jsonString)\(value.stringValue.map { didYouMean($0, in: values) } ?? "")")
+            }
+            return value
+        case .array(let element, let maxCount):
+            guard let items = value.arrayValue else { return problem("expected an array, got \(value.typeName)") }
+            if items.count > maxCount { return problem("at most \(maxCount) elements allowed, got \(items.count)") }
+            var result: [JSONValue] = []
+            for (index, item) in items.enumerated() {
+                guard let normalized = normalizeValue(item, type: element, path: "\(path)[\(index)]",
+                                                      allowRelativeDates: allowRelativeDates, problems: &problems)
+                else { continue }
+                result.append(normalized)
+            }
+            return .array(result)
+        }
+    }
+}
+
+// MARK: - Rendering
+
+extension Workflow {
+    /// Renders what `transition` shows: the full ContentState, the alert, stale date, relevance,
+    /// priority and (into a final state) the dismissal. `previous` is the last ContentState sent
+    /// (app shape), used by `{{previous.x}}`; pass nil when there is none.
+    public func render(transition: TransitionSpec, attributes: JSONValue, input: JSONValue, previous: JSONValue? = nil,
+                       at time: Date) throws -> RenderedActivityUpdate
+    {
+        let context = "workflow `\(name)`, transition `\(transition.from) -> \(transition.to)`"
+        guard let target = state(named: transition.to) else {
+            throw RenderError(code: .unknownState, context: context, field: nil, message: "state `\(transition.to)` is not in this workflow")
+        }
+        let input = try validateInput(input, for: transition)
+        let renderer = Renderer(workflow: self, attributes: attributes, input: input, inputSchema: transition.inputs,
+                                previous: previous, time: time, context: context)
+        let update = RenderedActivityUpdate(
+            event: transition.endsActivity ? .end : .update,
+            state: transition.to,
+            contentState: try renderer.content(transition.content),
+            alert: try transition.alert.map { try renderer.alert($0) },
+            staleDate: target.staleAfter.map { time.addingTimeInterval($0.timeInterval) },
+            relevanceScore: transition.relevanceScore,
+            priority: transition.priority,
+            dismissal: transition.endsActivity ? dismissal(in: transition.to) : nil,
+            timestamp: time)
+        try Renderer.checkSize(update.apnsPayload(), context: context)
+        return update
+    }
+
+    /// Renders the update for an order that is in `state` without a transition — used when the
+    /// app starts its activity late and registers its token. Shows `previous` (the last ContentState
+    /// sent) when given, else the state's default content; no alert, priority 5.
+    public func render(state stateName: String, attributes: JSONValue, input: JSONValue = [:], previous: JSONValue? = nil,
+                       at time: Date) throws -> RenderedActivityUpdate
+    {
+        let context = "workflow `\(name)`, state `\(stateName)`"
+        guard let state = state(named: stateName) else {
+            throw RenderError(code: .unknownState, context: context, field: nil,
+                              message: "unknown state; states: \(codeList(states.map(\.name)))")
+        }
+        let contentState: JSONValue
+        if let previous, !previous.isNull {
+            contentState = previous
+        } else {
+            let renderer = Renderer(workflow: self, attributes: attributes, input: input, inputSchema: inputs(into: stateName),
+                                    previous: nil, time: time, context: context)
+            var content: [String: ValueSpec] = [:]
+            for field in contentSchema { content[field.name] = state.content[field.name] }
+            contentState = try renderer.content(content)
+        }
+        let update = RenderedActivityUpdate(
+            event: state.isFinal ? .end : .update, state: stateName, contentState: contentState, alert: nil,
+            staleDate: state.staleAfter.map { time.addingTimeInterval($0.timeInterval) },
+            relevanceScore: state.relevanceScore, priority: state.priority ?? (state.isFinal ? 10 : 5),
+            dismissal: state.isFinal ? dismissal(in: stateName) : nil, timestamp: time)
+        try Renderer.checkSize(update.apnsPayload(), context: context)
+        return update
+    }
+
+    /// Renders the push-to-start at order creation: the initial state's content, the start alert
+    /// and the attributes. `input` is checked against `lifecycle.start-input`.
+    public func renderStart(attributes: JSONValue, input: JSONValue = [:], at time: Date) throws -> RenderedActivityStart {
+        try renderStart(in: initialState, attributes: attributes, input: input, previous: nil, at: time)
+    }
+
+    /// Renders a push-to-start for an order in `state`: a restart near the 8-hour limit shows
+    /// `previous` (the last ContentState sent); without it the state's default content is used.
+    public func renderStart(in stateName: String, attributes: JSONValue, input: JSONValue = [:], previous: JSONValue?,
+                            at time: Date) throws -> RenderedActivityStart
+    {
+        let context = "workflow `\(name)`, start in `\(stateName)`"
+        guard let state = state(named: stateName) else {
+            throw RenderError(code: .unknownState, context: context, field: nil,
+                              message: "unknown state; states: \(codeList(states.map(\.name)))")
+        }
+        let normalizedAttributes = try validateAttributes(attributes)
+        let normalizedInput = stateName == initialState ? try validateStartInput(input) : input
+        let renderer = Renderer(workflow: self, attributes: normalizedAttributes, input: normalizedInput,
+                                inputSchema: stateName == initialState ? lifecycle.startInputs : inputs(into: stateName),
+                                previous: nil, time: time, context: context)
+        let contentState: JSONValue
+        if let previous, !previous.isNull {
+            contentState = previous
+        } else {
+            var content: [String: ValueSpec] = [:]
+            for field in contentSchema { content[field.name] = state.content[field.name] }
+            contentState = try renderer.content(content)
+        }
+        let alert = try lifecycle.startAlert.map { try renderer.alert($0) }
+        let update = RenderedActivityUpdate(
+            event: .start, state: stateName, contentState: contentState, alert: alert,
+            staleDate: state.staleAfter.map { time.addingTimeInterval($0.timeInterval) },
+            relevanceScore: state.relevanceScore, priority: 10, dismissal: nil, timestamp: time)
+        let start = RenderedActivityStart(attributesType: attributesType,
+                                          attributes: renderer.appShape(normalizedAttributes, schema: attributesSchema),
+                                          update: update)
+        try Renderer.checkSize(start.apnsPayload(), context: context)
+        return start
+    }
+
+    /// The alert of the push-to-start (nil when the workflow declares none).
+    public func renderStartAlert(attributes: JSONValue, input: JSONValue = [:], at time: Date) throws -> ActivityAlert? {
+        guard let alert = lifecycle.startAlert else { return nil }
+        let renderer = Renderer(workflow: self, attributes: try validateAttributes(attributes), input: try validateStartInput(input),
+                                inputSchema: lifecycle.startInputs, previous: nil, time: time,
+                                context: "workflow `\(name)`, start alert")
+        return try renderer.alert(alert)
+    }
+
+    /// Converts normalized attributes (from `validateAttributes`) to the app's JSON shape.
+    public func appAttributes(_ attributes: JSONValue) throws -> JSONValue {
+        let normalized = try validateAttributes(attributes)
+        return Renderer(workflow: self, attributes: normalized, input: [:], inputSchema: [], previous: nil, time: Date(),
+                        context: "").appShape(normalized, schema: attributesSchema)
+    }
+
+    /// Every input declared by a transition into `state` (and the start input for the initial state).
+    func inputs(into state: String) -> [FieldSpec] {
+        var inputs = state == initialState ? lifecycle.startInputs : []
+        for transition in transitions where transition.to == state {
+            for input in transition.inputs where !inputs.contains(where: { $0.name == input.name }) { inputs.append(input) }
+        }
+        return inputs
+    }
+}
+
+/// Renders values for one transition at one time.
+struct Renderer {
+    let workflow: Workflow
+    let time: Date
+    let context: String
+    /// Typed values by variable name (`attributes.x`, `input.y`, `previous.z`, `now`); dates as ISO text.
+    let variables: [String: JSONValue]
+    /// The object swift-mustache renders against.
+    let mustacheContext: [String: Any]
+
+    init(workflow: Workflow, attributes: JSONValue, input: JSONValue, inputSchema: [FieldSpec], previous: JSONValue?,
+         time: Date, context: String)
+    {
+        self.workflow = workflow
+        self.time = time
+        self.context = context
+        var variables: [String: JSONValue] = ["now": .string(DateValues.formatISO8601(time))]
+        var groups: [String: Any] = ["now": DateValues.formatISO8601(time)]
+        func add(_ group: String, _ value: JSONValue?, schema: [FieldSpec]) {
+            var object: [String: Any] = [:]
+            for field in schema {
+                let typed = Self.templateValue(value?[field.name] ?? .null, type: field.type, time: time)
+                variables["\(group).\(field.name)"] = typed
+                if let any = Self.foundation(typed) { object[field.name] = any }
+            }
+            groups[group] = object
+        }
+        add("attributes", attributes, schema: workflow.attributesSchema)
+        add("input", input, schema: inputSchema)
+        add("previous", previous, schema: workflow.contentSchema)
+        self.variables = variables
+        self.mustacheContext = groups
+    }
+
+    /// A value as templates see it: dates (ISO text, offsets or 2001-based seconds) become ISO text.
+    static func templateValue(_ value: JSONValue, type: FieldType, time: Date) -> JSONValue {
+        switch (type.nonOptional, value) {
+        case (.date, .string(let text)):
+            return DateValues.resolve(text, relativeTo: time).map { .string(DateValues.formatISO8601($0)) } ?? value
+        case (.date, .int), (.date, .double):
+            return .string(DateValues.formatISO8601(Date(timeIntervalSinceReferenceDate: value.doubleValue!)))
+        case (.array(let element, _), .array(let items)):
+            return .array(items.map { templateValue($0, type: element, time: time) })
+        default:
+            return value
+        }
+    }
+
+    static func foundation(_ value: JSONValue) -> Any? {
+        switch value {
+        case .null: return nil
+        case .bool(let bool): return bool
+        case .int(let int): return int
+        case .double(let double): return double
+        case .string(let string): return string
+        case .array(let items): return items.compactMap(foundation)
+        case .object(let object): return object.compactMapValues(foundation)
+        }
+    }
+
+    // MARK: Content
+
+    func content(_ content: [String: ValueSpec]) throws -> JSONValue {
+        var result: [String: JSONValue] = [:]
+        for field in workflow.contentSchema {
+            result[field.name] = try value(content[field.name] ?? .literal(.null), type: field.type, field: field.name)
+        }
+        return .object(result)
+    }
+
+    func value(_ spec: ValueSpec, type: FieldType, field: String) throws -> JSONValue {
+        switch spec {
+        case .literal(let literal):
+            return try convert(literal, type: type, field: field)
+        case .list(let items):
+            guard case .array(let element, _) = type.nonOptional else { return try convert(.null, type: type, field: field) }
+            return try convert(.array(try items.map { try value($0, type: element, field: field) }), type: type, field: field,
+                               elementsConverted: true)
+        case .template(let template):
+            if let variable = template.singleVariable, variable != "." {
+                return try convert(variables[variable] ?? .null, type: type, field: field)
+            }
+            return try convert(.string(template.render(mustacheContext)), type: type, field: field)
+        }
+    }
+
+    func error(_ code: RenderError.Code, _ field: String, _ message: String) -> RenderError {
+        RenderError(code: code, context: context, field: field, message: message)
+    }
+
+    /// Converts a template-domain value (dates as text) to `type` in the app's JSON shape.
+    func convert(_ value: JSONValue, type: FieldType, field: String, elementsConverted: Bool = false) throws -> JSONValue {
+        if case .optional(let wrapped) = type {
+            if value.isNull { return .null }
+            // An optional field that renders empty (or only whitespace) is null.
+            if case .string(let text) = value, text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
+                return .null
+            }
+            return try convert(value, type: wrapped, field: field, elementsConverted: elementsConverted)
+        }
+        if value.isNull {
+            throw error(.missingValue, field, "required \(type.spelling) rendered no value; give the variable a value or make the field optional")
+        }
+        let text = value.stringValue?.trimmingCharacters(in: .whitespacesAndNewlines)
+        switch type {
+        case .string(let maxLength):
+            let string: String
+            switch value {
+            case .string(let raw): string = raw
+            case .int, .double, .bool: string = value.jsonString
+            default: throw error(.typeMismatch, field, "expected text, got \(value.typeName)")
+            }
+            if let maxLength, string.count > maxLength {
+                throw error(.valueTooLong, field,
+                            "rendered text is \(string.count) characters, over the max length of \(maxLength): \"\(string.prefix(40))…\"; shorten the input or raise the field's max length")
+            }
+            return .string(string)
+        case .int:
+            if let int = value.intValue { return .int(int) }
+            if let text, let int = Int(text) { return .int(int) }
+            throw error(.typeMismatch, field, "expected a whole number, rendered \(value.jsonString)")
+        case .double:
+            if let double = value.doubleValue { return .double(double) }
+            if let text, let double = Double(text), double.isFinite { return .double(double) }
+            throw error(.typeMismatch, field, "expected a number, rendered \(value.jsonString)")
+        case .bool:
+            if let bool = value.boolValue { return .bool(bool) }
+            if text == "true" { return .bool(true) }
+            if text == "false" { return .bool(false) }
+            throw error(.typeMismatch, field, "expected true or false, rendered \(value.jsonString)")
+        case .date:
+            if let text, let date = DateValues.resolve(text, relativeTo: time) { return DateValues.appJSON(date) }
+            // A number is already in the app's shape (seconds since 2001).
+            if let seconds = value.doubleValue { return .double(seconds) }
+            throw error(.typeMismatch, field,
+                        "expected a date (ISO-8601 like 2025-05-01T12:00:00Z or an offset like +15m), rendered \(value.jsonString)")
+        case .enumeration(let values):
+            guard let text, values.contains(text) else {
+                throw error(.typeMismatch, field, "rendered \(value.jsonString), which is not one of \(codeList(values))")
+            }
+            return .string(text)
+        case .optional(let wrapped):
+            return try convert(value, type: wrapped, field: field)
+        case .array(let element, let maxCount):
+            guard let items = value.arrayValue else { throw error(.typeMismatch, field, "expected an array, got \(value.typeName)") }
+            if items.count > maxCount {
+                throw error(.tooManyElements, field, "\(items.count) elements, at most \(maxCount) allowed")
+            }
+            if elementsConverted { return value }
+            return .array(try items.map { try convert($0, type: element, field: field) })
+        }
+    }
+
+    func alert(_ spec: AlertSpec) throws -> ActivityAlert {
+        ActivityAlert(title: text(spec.title), body: text(spec.body), sound: spec.sound)
+    }
+
+    func text(_ spec: TextSpec) -> LocalizableText {
+        switch spec {
+        case .plain(let template): return .plain(template.render(mustacheContext))
+        case .localized(let key, let args): return .localized(key: key, args: args.map { $0.render(mustacheContext) })
+        }
+    }
+
+    /// Normalized data (dates as ISO text) in the app's JSON shape (dates as 2001-based seconds).
+    func appShape(_ value: JSONValue, schema: [FieldSpec]) -> JSONValue {
+        var result: [String: JSONValue] = [:]
+        for field in schema {
+            let fieldValue = value[field.name] ?? .null
+            result[field.name] = (try? convert(Self.templateValue(fieldValue, type: field.type, time: time), type: field.type,
+                                               field: field.name)) ?? fieldValue
+        }
+        return .object(result)
+    }
+
+    static func checkSize(_ payload: JSONValue, context: String) throws {
+        let size = payload.jsonByteCount
+        if size > PayloadBounds.limit {
+            throw RenderError(code: .payloadTooLarge, context: context, field: nil,
+                              message: "the APNs payload is \(size) bytes, over the \(PayloadBounds.limit)-byte limit; shorten the texts sent")
+        }
+    }
+}

@@ -1,0 +1,184 @@
+import Mustache
+
+/// A Mustache template from a workflow file, compiled once, rendered as plain text (no HTML
+/// escaping). Two templates are equal when their source text is.
+///
+/// Supported tags: `{{name}}`, `{{{name}}}`, `{{&name}}`, sections `{{#name}}…{{/name}}`,
+/// inverted sections `{{^name}}…{{/name}}`, comments `{{! … }}`, and swift-mustache transforms
+/// such as `{{uppercased(attributes.merchantName)}}`. Partials, inheritance, custom delimiters and
+/// pragmas are rejected: a workflow's templates stand alone.
+public struct Template: Sendable, Hashable, CustomStringConvertible {
+    public let source: String
+    let compiled: MustacheTemplate
+    let nodes: [TemplateNode]
+
+    public static func == (lhs: Template, rhs: Template) -> Bool { lhs.source == rhs.source }
+    public func hash(into hasher: inout Hasher) { hasher.combine(source) }
+    public var description: String { source }
+
+    struct ParseError: Error {
+        let message: String
+    }
+
+    /// Rendering swift-mustache in text mode: the pragma switches off HTML escaping; the empty
+    /// comment after it keeps the pragma from being "standalone" and eating a leading newline.
+    private static let textModePrefix = "{{%CONTENT_TYPE:TEXT}}{{!}}"
+
+    init(_ source: String) throws(ParseError) {
+        var scanner = TemplateScanner(source: source)
+        let nodes = try scanner.parse()
+        do {
+            self.compiled = try MustacheTemplate(string: Template.textModePrefix + source)
+        } catch let error as MustacheTemplate.ParserError {
+            throw ParseError(message: "template does not parse: \(error.error) (near `\(error.context.line.trimmingCharacters(in: .whitespaces))`)")
+        } catch {
+            throw ParseError(message: "template does not parse: \(error)")
+        }
+        self.source = source
+        self.nodes = nodes
+    }
+
+    /// True when the template is exactly one variable tag, e.g. `{{input.eta}}`: its value is then
+    /// copied with its type (a date, an array, null) instead of going through text.
+    var singleVariable: String? {
+        guard nodes.count == 1, case .variable(let name, let transforms) = nodes[0], transforms.isEmpty else {
+            return nil
+        }
+        return name
+    }
+
+    /// Every variable the template names, with whether it appears inside a section.
+    var variables: [(name: String, transforms: [String], insideSection: Bool)] {
+        var result: [(String, [String], Bool)] = []
+        func visit(_ nodes: [TemplateNode], inside: Bool) {
+            for node in nodes {
+                switch node {
+                case .text: break
+                case .variable(let name, let transforms): result.append((name, transforms, inside))
+                case .section(let name, let transforms, _, let children):
+                    result.append((name, transforms, inside))
+                    visit(children, inside: true)
+                }
+            }
+        }
+        visit(nodes, inside: false)
+        return result
+    }
+
+    func render(_ context: [String: Any]) -> String {
+        compiled.render(context)
+    }
+
+    /// Transforms swift-mustache 2.x knows (see its Transform.swift).
+    static let knownTransforms: Set<String> = [
+        "capitalized", "lowercased", "uppercased", "reversed", "empty", "count", "first", "last", "sorted",
+        "equalzero", "plusone", "minusone", "even", "odd", "enumerated",
+    ]
+}
+
+indirect enum TemplateNode: Sendable {
+    case text(String)
+    case variable(name: String, transforms: [String])
+    case section(name: String, transforms: [String], inverted: Bool, children: [TemplateNode])
+}
+
+/// Finds the tags of a template so its variables can be checked against the workflow's schemas
+/// before anything is rendered. swift-mustache parses the same text for rendering.
+private struct TemplateScanner {
+    let source: String
+    var index: String.Index
+
+    init(source: String) {
+        self.source = source
+        self.index = source.startIndex
+    }
+
+    mutating func parse() throws(Template.ParseError) -> [TemplateNode] {
+        let (nodes, closing) = try parseNodes(until: nil)
+        if let closing { throw .init(message: "`{{/\(closing)}}` closes a section that was never opened") }
+        return nodes
+    }
+
+    private mutating func parseNodes(until section: String?) throws(Template.ParseError) -> ([TemplateNode], String?) {
+        var nodes: [TemplateNode] = []
+        var text = ""
+        while index < source.endIndex {
+            guard source[index...].hasPrefix("{{") else {
+                text.append(source[index])
+                index = source.index(after: index)
+                continue
+            }
+            if !text.isEmpty {
+                nodes.append(.text(text))
+                text = ""
+            }
+            index = source.index(index, offsetBy: 2)
+            let triple = index < source.endIndex && source[index] == "{"
+            let closer = triple ? "}}}" : "}}"
+            guard let end = source[index...].range(of: closer) else {
+                throw .init(message: "unclosed tag: `{{` without a matching `\(closer)`")
+            }
+            var tag = String(source[index..<end.lowerBound])
+            index = end.upperBound
+            if triple { tag.removeFirst() }
+            let sigil = tag.first
+            switch sigil {
+            case "!":
+                continue
+            case "#", "^":
+                let (name, transforms) = try Self.parseName(String(tag.dropFirst()))
+                let (children, closing) = try parseNodes(until: name)
+                guard closing == name else {
+                    throw .init(message: "section `{{\(sigil!)\(name)}}` is not closed; add `{{/\(name)}}`")
+                }
+                nodes.append(.section(name: name, transforms: transforms, inverted: sigil == "^", children: children))
+            case "/":
+                let (name, _) = try Self.parseName(String(tag.dropFirst()))
+                guard name == section else {
+                    if let section {
+                        throw .init(message: "`{{/\(name)}}` does not match the open section `\(section)`")
+                    }
+                    throw .init(message: "`{{/\(name)}}` closes a section that was never opened")
+                }
+                if !text.isEmpty { nodes.append(.text(text)) }
+                return (nodes, name)
+            case ">", "<", "$":
+                throw .init(message: "partials and template inheritance (`{{\(sigil!)…}}`) are not supported in workflows")
+            case "=":
+                throw .init(message: "changing delimiters (`{{=…=}}`) is not supported in workflows")
+            case "%":
+                throw .init(message: "pragmas (`{{%…}}`) are not supported in workflows")
+            case "&":
+                let (name, transforms) = try Self.parseName(String(tag.dropFirst()))
+                nodes.append(.variable(name: name, transforms: transforms))
+            default:
+                let (name, transforms) = try Self.parseName(tag)
+                nodes.append(.variable(name: name, transforms: transforms))
+            }
+        }
+        if let section {
+            throw .init(message: "section `{{#\(section)}}` is not closed; add `{{/\(section)}}`")
+        }
+        if !text.isEmpty { nodes.append(.text(text)) }
+        return (nodes, nil)
+    }
+
+    /// `name`, or transforms applied to it: `uppercased(name)`, `first(reversed(name))`.
+    static func parseName(_ raw: String) throws(Template.ParseError) -> (String, [String]) {
+        let text = raw.trimmingCharacters(in: .whitespaces)
+        guard !text.isEmpty else { throw .init(message: "empty tag `{{}}`: name a variable, e.g. `{{input.eta}}`") }
+        var transforms: [String] = []
+        var rest = Substring(text)
+        while let open = rest.firstIndex(of: "(") {
+            guard rest.hasSuffix(")") else { throw .init(message: "malformed tag `{{\(text)}}`: unbalanced parentheses") }
+            transforms.append(String(rest[..<open]))
+            rest = rest[rest.index(after: open)..<rest.index(before: rest.endIndex)]
+        }
+        let name = String(rest)
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._")
+        guard !name.isEmpty, name.allSatisfy({ allowed.contains($0) }) else {
+            throw .init(message: "malformed tag `{{\(text)}}`: a variable name uses letters, digits, `_` and `.`")
+        }
+        return (name, transforms)
+    }
+}

@@ -1,0 +1,86 @@
+/// Why a requested transition cannot be taken.
+public struct TransitionResolutionError: Error, Sendable, Hashable, CustomStringConvertible {
+    public enum Code: String, Sendable, Hashable {
+        /// The current state is not part of the workflow.
+        case unknownState
+        /// The order is in a final state.
+        case finalState
+        /// Nothing leaving the current state matches the target.
+        case notAllowed
+        /// The target is a prefix of several transitions' names.
+        case ambiguous
+    }
+
+    public var code: Code
+    public var currentState: String
+    public var target: String
+    /// The names (target states and events) that would have been accepted, or that matched.
+    public var candidates: [String]
+    public var message: String
+
+    public var description: String { message }
+}
+
+enum TransitionResolver {
+    /// Case-insensitive, with `-` and spaces read as `_` (`In-Progress` finds `in_progress`).
+    static func normalize(_ name: String) -> String {
+        String(name.lowercased().map { $0 == "-" || $0 == " " ? "_" : $0 })
+    }
+}
+
+extension Workflow {
+    /// Finds the transition a caller asks for from `current`: `target` is a state name or an event
+    /// name, case-insensitive, and may be a unique prefix (`out` for `out_for_delivery`). An exact
+    /// name wins over prefixes. Errors name the current state and what is allowed from it.
+    public func resolveTransition(from current: String, target: String) throws(TransitionResolutionError) -> TransitionSpec {
+        guard state(named: current) != nil else {
+            throw TransitionResolutionError(
+                code: .unknownState, currentState: current, target: target, candidates: states.map(\.name),
+                message: "unknown current state `\(current)` in workflow `\(name)`; states: \(codeList(states.map(\.name)))")
+        }
+        let outgoing = transitions(from: current)
+        if isFinal(current) {
+            throw TransitionResolutionError(
+                code: .finalState, currentState: current, target: target, candidates: [],
+                message: "cannot go to `\(target)`: the order is in final state `\(current)`, which no transition leaves")
+        }
+        // Each transition is known by its target state and, optionally, its event.
+        let names: [(name: String, transition: TransitionSpec, kind: String)] = outgoing.flatMap { transition in
+            [(transition.to, transition, "state")] + (transition.event.map { [($0, transition, "event")] } ?? [])
+        }
+        let wanted = TransitionResolver.normalize(target.trimmingCharacters(in: .whitespaces))
+        let allowed = outgoing.map { transition in
+            transition.event.map { "\(transition.to) (event `\($0)`)" } ?? transition.to
+        }
+        let candidateNames = names.map(\.name)
+
+        func unique(_ matches: [(name: String, transition: TransitionSpec, kind: String)]) -> TransitionSpec? {
+            let ids = Set(matches.map(\.transition.id))
+            return ids.count == 1 ? matches[0].transition : nil
+        }
+        guard !wanted.isEmpty else {
+            throw TransitionResolutionError(
+                code: .notAllowed, currentState: current, target: target, candidates: candidateNames,
+                message: "no target given; from `\(current)` the order can go to: \(allowed.joined(separator: ", "))")
+        }
+        let exact = names.filter { TransitionResolver.normalize($0.name) == wanted }
+        if let transition = unique(exact) { return transition }
+        let prefixed = exact.isEmpty ? names.filter { TransitionResolver.normalize($0.name).hasPrefix(wanted) } : exact
+        if let transition = unique(prefixed) { return transition }
+        if !prefixed.isEmpty {
+            let matches = prefixed.map { "`\($0.name)` (\($0.kind) → \($0.transition.to))" }
+            throw TransitionResolutionError(
+                code: .ambiguous, currentState: current, target: target, candidates: prefixed.map(\.name),
+                message: "`\(target)` is ambiguous from `\(current)`: it matches \(matches.joined(separator: ", ")); type more of the name")
+        }
+        var message = "cannot go from `\(current)` to `\(target)`"
+        if let other = state(named: target) ?? states.first(where: { TransitionResolver.normalize($0.name) == wanted }) {
+            message += ": `\(other.name)` is a state, but there is no transition `\(current) -> \(other.name)`"
+        } else if let suggestion = closestMatch(to: target, in: candidateNames) {
+            message += " (did you mean `\(suggestion)`?)"
+        }
+        message += "; from `\(current)` the order can go to: \(allowed.isEmpty ? "nothing" : allowed.joined(separator: ", "))"
+        throw TransitionResolutionError(code: .notAllowed, currentState: current, target: target, candidates: candidateNames,
+                                        message: message)
+    }
+}

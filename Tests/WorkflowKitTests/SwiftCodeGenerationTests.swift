@@ -1,0 +1,126 @@
+import Foundation
+import Testing
+import WorkflowKit
+
+/// The Swift compiler of this toolchain.
+func findSwiftc() -> URL? {
+    var candidates = ["/opt/swift/usr/bin/swiftc"]
+    for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":") {
+        candidates.append("\(directory)/swiftc")
+    }
+    return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }.map(URL.init(fileURLWithPath:))
+}
+
+/// Runs a program, returning its exit status and combined output.
+func run(_ executable: URL, _ arguments: [String]) throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = executable
+    process.arguments = arguments
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = pipe
+    try process.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+@Suite("Swift ActivityAttributes code generation")
+struct SwiftCodeGenerationTests {
+    @Test func generatedSourceShape() throws {
+        let source = try loadShipped("food-order").swiftActivityAttributes()
+        #expect(source.contains("import ActivityKit\n"))
+        #expect(source.contains("public struct FoodOrderAttributes: ActivityAttributes {"))
+        #expect(source.contains("    public struct ContentState: Codable, Hashable, Sendable {"))
+        #expect(source.contains("        public enum Status: String, Codable, Hashable, Sendable, CaseIterable {\n            case received\n"))
+        #expect(source.contains("        public var eta: Date?\n"))
+        #expect(source.contains("        public var driverName: String?  // at most 40 characters\n"))
+        #expect(source.contains("    public var itemCount: Int\n"))
+    }
+
+    /// Compiles the generated type with swiftc (a stand-in replaces ActivityKit) and decodes what
+    /// `render` produced with a default JSONDecoder: proves the dates are 2001-based, the enums
+    /// String-backed and the keys the property names.
+    @Test(.timeLimit(.minutes(5)))
+    func generatedCodeDecodesRenderedPayloads() throws {
+        let swiftc = try #require(findSwiftc(), "swiftc not found in /opt/swift/usr/bin or PATH")
+        let food = try loadShipped("food-order")
+        let dispatch = try #require(food.transition(from: "ready", to: "out_for_delivery"))
+        let update = try food.render(transition: dispatch, attributes: foodAttributes,
+                                     input: ["eta": "2025-05-01T12:30:00Z", "driver": "Sam"], at: transitionTime)
+        let start = try food.renderStart(attributes: foodAttributes, at: transitionTime)
+
+        let typesWorkflow = try WorkflowLoader.load(yaml: typesWorkflowYAML, file: "types.yaml")
+        let typesUpdate = try typesWorkflow.render(
+            transition: try #require(typesWorkflow.transition(from: "a", to: "b")),
+            attributes: ["name": "Ann", "since": "2024-01-01T00:00:00Z"],
+            input: ["n": "7", "r": "0.25", "f": "true", "lvl": "high", "due": "+1h", "tags": ["x", "y"]], at: transitionTime)
+        let typesAttributes = try typesWorkflow.appAttributes(["name": "Ann", "since": "2024-01-01T00:00:00Z"])
+
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("wk-codegen-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+
+        func strippingActivityKit(_ source: String) -> String {
+            source.replacingOccurrences(of: "import ActivityKit\n", with: "")
+        }
+        let files: [(String, String)] = [
+            ("ActivityKitStandIn.swift", """
+                public protocol ActivityAttributes: Decodable, Encodable {
+                    associatedtype ContentState: Codable & Hashable
+                }
+
+                """),
+            ("FoodOrderAttributes.swift", strippingActivityKit(food.swiftActivityAttributes())),
+            ("TypesAttributes.swift", strippingActivityKit(typesWorkflow.swiftActivityAttributes())),
+            ("main.swift", """
+                import Foundation
+
+                let decoder = JSONDecoder()
+                let update = try decoder.decode(FoodOrderAttributes.ContentState.self, from: Data(#"\(update.contentState.jsonString)"#.utf8))
+                print("status", update.status.rawValue, update.status == .outForDelivery)
+                print("message", update.message)
+                print("eta", update.eta!.timeIntervalSince1970)
+                print("driver", update.driverName ?? "nil")
+                let started = try decoder.decode(FoodOrderAttributes.ContentState.self, from: Data(#"\(start.update.contentState.jsonString)"#.utf8))
+                print("start", started.status, started.eta == nil ? "no-eta" : "eta", started.driverName == nil ? "no-driver" : "driver")
+                let attributes = try decoder.decode(FoodOrderAttributes.self, from: Data(#"\(start.attributes.jsonString)"#.utf8))
+                print("attributes", attributes.merchantName, attributes.orderNumber, attributes.itemCount)
+                let types = try decoder.decode(TypesAttributes.ContentState.self, from: Data(#"\(typesUpdate.contentState.jsonString)"#.utf8))
+                print("types", types.greeting, types.count, types.ratio, types.flag, types.level, types.tags, types.note == nil,
+                      types.due.timeIntervalSince1970, types.when!.timeIntervalSince1970)
+                let typesStatic = try decoder.decode(TypesAttributes.self, from: Data(#"\(typesAttributes.jsonString)"#.utf8))
+                print("since", typesStatic.since.timeIntervalSince1970)
+                // And back: the app's own encoding is what the server sends.
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = .sortedKeys
+                print("reencoded", String(decoding: try encoder.encode(update), as: UTF8.self))
+
+                """),
+        ]
+        for (name, text) in files {
+            try text.write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
+        }
+        let binary = directory.appendingPathComponent("decode")
+        let compile = try run(swiftc, ["-swift-version", "6", "-o", binary.path] + files.map { directory.appendingPathComponent($0.0).path })
+        #expect(compile.status == 0, "swiftc failed:\n\(compile.output)")
+        #expect(!compile.output.contains("warning:"), "generated code has warnings:\n\(compile.output)")
+        guard compile.status == 0 else { return }
+
+        let result = try run(binary, [])
+        #expect(result.status == 0, "decoder failed:\n\(result.output)")
+        let expected = """
+            status outForDelivery true
+            message Sam is on the way.
+            eta 1746102600.0
+            driver Sam
+            start received no-eta no-driver
+            attributes Pizza Place A-1042 3
+            types Hi Ann 7 0.25 true high ["x", "y"] true 1746104400.0 1746101700.0
+            since 1704067200.0
+            reencoded {"driverName":"Sam","eta":767795400,"message":"Sam is on the way.","status":"outForDelivery"}
+
+            """
+        #expect(result.output == expected)
+    }
+}
