@@ -1,0 +1,222 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+
+/// Sends notifications to APNs over HTTP/2 with token authentication.
+///
+/// One client holds one `HTTPClient`, whose connections stay open and are reused; AsyncHTTPClient
+/// negotiates HTTP/2 by ALPN and keeps to the stream limit the server announces. The client knows
+/// nothing of orders or workflows: it sends an ``APNSRequest`` and reports what APNs answered,
+/// classified by ``APNSFailureAction``.
+///
+/// Call ``shutdown()`` before the client is released.
+public final class APNSClient: Sendable {
+    public let configuration: APNSClientConfiguration
+    private let httpClient: HTTPClient
+    private let providerTokens: APNSProviderTokenFactory
+    private let inFlight: AsyncSemaphore
+    private let devicePathPrefix: String
+    private let logger: Logger
+
+    /// Creates a client; loads and checks the signing key at once.
+    ///
+    /// - Parameters:
+    ///   - logger: receives debug-level records of sends and info-level records of configuration
+    ///     and credential failures. Metadata keys start with `apns.`; tokens are truncated.
+    ///   - eventLoopGroup: where connections run; by default AsyncHTTPClient's shared group.
+    ///   - currentTime: the clock used for provider tokens (injectable for tests).
+    /// - Throws: ``APNSCredentialsError`` for an unusable key, ``APNSConfigurationError`` for an
+    ///   unusable URL, trust roots or limit.
+    public init(
+        configuration: APNSClientConfiguration,
+        logger: Logger,
+        eventLoopGroup: any EventLoopGroup = HTTPClient.defaultEventLoopGroup,
+        currentTime: @escaping @Sendable () -> Date = { Date() }
+    ) throws {
+        guard configuration.maximumConcurrentRequests > 0 else {
+            throw APNSConfigurationError(
+                message: "maximumConcurrentRequests is \(configuration.maximumConcurrentRequests); it must be at least 1."
+            )
+        }
+        let baseURL = configuration.environment.baseURL
+        guard let url = URL(string: baseURL), url.scheme == "https", url.host != nil else {
+            throw APNSConfigurationError(
+                message: "The APNs base URL '\(baseURL)' is not an https:// URL with a host; APNs speaks HTTP/2 over TLS only."
+            )
+        }
+
+        let signingKey = try configuration.credentials.loadSigningKey()
+
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
+        if case .custom(_, let trustRootsPEM?) = configuration.environment {
+            do {
+                let certificates = try NIOSSLCertificate.fromPEMBytes(Array(trustRootsPEM.utf8))
+                guard !certificates.isEmpty else { throw APNSConfigurationError(message: "no certificate") }
+                tls.trustRoots = .certificates(certificates)
+            } catch {
+                throw APNSConfigurationError(
+                    message: "The custom trust roots are not PEM certificates ('-----BEGIN CERTIFICATE-----'); pass the CA certificate of the endpoint."
+                )
+            }
+        }
+        var httpConfiguration = HTTPClient.Configuration(
+            tlsConfiguration: tls,
+            redirectConfiguration: .disallow,
+            timeout: .init(connect: TimeAmount(configuration.timeouts.connect), read: nil),
+            connectionPool: .init(idleTimeout: TimeAmount(configuration.timeouts.idleConnection)),
+            decompression: .disabled
+        )
+        httpConfiguration.httpVersion = .automatic
+
+        self.configuration = configuration
+        self.providerTokens = APNSProviderTokenFactory(
+            signingKey: signingKey,
+            refreshInterval: configuration.providerTokenRefreshInterval,
+            currentTime: currentTime
+        )
+        self.inFlight = AsyncSemaphore(permits: configuration.maximumConcurrentRequests)
+        self.devicePathPrefix = baseURL + "/3/device/"
+        self.logger = logger
+        self.httpClient = HTTPClient(
+            eventLoopGroup: eventLoopGroup,
+            configuration: httpConfiguration,
+            backgroundActivityLogger: logger
+        )
+    }
+
+    /// Closes the connections. Sends after this fail with a transport error.
+    public func shutdown() async throws {
+        try await self.httpClient.shutdown()
+    }
+
+    /// Sends one notification and returns once APNs has answered.
+    ///
+    /// - Throws: an error conforming to ``APNSSendFailure``: ``APNSError`` when APNs refused the
+    ///   notification, ``APNSTransportError`` when it could not be reached, ``APNSPayloadError``
+    ///   or ``APNSRequestError`` when the request was refused before sending,
+    ///   ``APNSCredentialsError`` when no provider token could be signed. `CancellationError`
+    ///   when the task is cancelled.
+    @discardableResult
+    public func send(_ request: APNSRequest) async throws -> APNSSendResult {
+        try request.validate()
+        let tokenPrefix = request.deviceToken.redactedToken
+        let apnsID = request.apnsID ?? UUID()
+        var logger = self.logger
+        logger[metadataKey: "apns.token"] = "\(tokenPrefix)"
+        logger[metadataKey: "apns.id"] = "\(apnsID.uuidString.lowercased())"
+        logger[metadataKey: "apns.push_type"] = "\(request.pushType.rawValue)"
+
+        try await self.inFlight.acquire()
+        defer { self.inFlight.release() }
+
+        let providerToken = try self.providerTokens.currentToken()
+        var httpRequest = HTTPClientRequest(url: self.devicePathPrefix + request.deviceToken)
+        httpRequest.method = .POST
+        httpRequest.headers.reserveCapacity(8)
+        httpRequest.headers.add(name: "authorization", value: "bearer " + providerToken.jwt)
+        httpRequest.headers.add(name: "apns-push-type", value: request.pushType.rawValue)
+        httpRequest.headers.add(name: "apns-topic", value: request.headerTopic)
+        httpRequest.headers.add(name: "apns-priority", value: String(request.priority.rawValue))
+        httpRequest.headers.add(name: "apns-id", value: apnsID.uuidString.lowercased())
+        if let expiration = request.expiration {
+            httpRequest.headers.add(name: "apns-expiration", value: String(expiration))
+        }
+        if let collapseID = request.collapseID {
+            httpRequest.headers.add(name: "apns-collapse-id", value: collapseID)
+        }
+        httpRequest.headers.add(name: "content-type", value: "application/json")
+        httpRequest.body = .bytes(ByteBuffer(bytes: request.payload))
+
+        let response: HTTPClientResponse
+        let body: ByteBuffer
+        do {
+            response = try await self.httpClient.execute(
+                httpRequest,
+                deadline: .now() + TimeAmount(self.configuration.timeouts.request),
+                logger: logger
+            )
+            // Always drain the body so the stream is released; APNs' bodies are small.
+            body = try await response.body.collect(upTo: 64 * 1024)
+        } catch {
+            if Task.isCancelled {
+                throw CancellationError()
+            }
+            logger.debug("APNs unreachable", metadata: ["apns.error": "\(error)"])
+            throw APNSTransportError(underlying: error, deviceTokenPrefix: tokenPrefix)
+        }
+
+        let answeredID = response.headers.first(name: "apns-id").flatMap(UUID.init(uuidString:))
+        guard response.status == .ok else {
+            let failure = self.failure(
+                for: response,
+                body: body,
+                apnsID: answeredID ?? apnsID,
+                providerToken: providerToken,
+                tokenPrefix: tokenPrefix
+            )
+            var metadata: Logger.Metadata = [
+                "apns.status": "\(failure.status)",
+                "apns.reason": "\(failure.reason.rawValue)",
+                "apns.action": "\(failure.action)",
+            ]
+            if let timestamp = failure.timestamp {
+                metadata["apns.timestamp"] = "\(Int64(timestamp.timeIntervalSince1970 * 1000))"
+            }
+            switch failure.action {
+            case .configurationError, .credentialsError:
+                logger.info("APNs refused the notification: \(failure.description)", metadata: metadata)
+            default:
+                logger.debug("APNs refused the notification", metadata: metadata)
+            }
+            throw failure
+        }
+        logger.trace("APNs accepted the notification")
+        return APNSSendResult(apnsID: answeredID ?? apnsID, status: Int(response.status.code))
+    }
+
+    private func failure(
+        for response: HTTPClientResponse,
+        body: ByteBuffer,
+        apnsID: UUID,
+        providerToken: APNSProviderToken,
+        tokenPrefix: String
+    ) -> APNSError {
+        let status = Int(response.status.code)
+        let decoded = try? JSONDecoder().decode(ErrorBody.self, from: Data(body.readableBytesView))
+        let reason: APNSErrorReason
+        if let text = decoded?.reason {
+            reason = APNSErrorReason(rawValue: text)
+        } else {
+            // Not an APNs error body: keep what there is, shortened, as the unknown reason.
+            let text = String(buffer: body).trimmingCharacters(in: .whitespacesAndNewlines)
+            reason = .unknown(String(text.prefix(200)))
+        }
+        let timestamp = decoded?.timestamp.map { Date(timeIntervalSince1970: $0 / 1000) }
+        let retryAfter = response.headers.first(name: "retry-after").flatMap { Int($0) }.map { Duration.seconds($0) }
+
+        var action = reason.action(status: status, retryAfter: retryAfter)
+        if reason == .expiredProviderToken, !self.providerTokens.providerTokenExpired(providerToken) {
+            // The token is younger than 20 minutes: signing another would risk
+            // TooManyProviderTokenUpdates, and a fresh token called expired means a clock problem.
+            action = .credentialsError
+        }
+        return APNSError(
+            status: status,
+            reason: reason,
+            timestamp: timestamp,
+            apnsID: apnsID,
+            deviceTokenPrefix: tokenPrefix,
+            action: action
+        )
+    }
+
+    /// The JSON body of an APNs error: `reason`, and for 410 `timestamp` in milliseconds since 1970.
+    private struct ErrorBody: Decodable {
+        var reason: String?
+        var timestamp: Double?
+    }
+}

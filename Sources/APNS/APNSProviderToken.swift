@@ -1,0 +1,221 @@
+import Crypto
+import Foundation
+import Synchronization
+
+/// A team's APNs signing key: the `.p8` P-256 private key with its key id and team id.
+///
+/// The key material is never printed: `description` shows only the ids.
+public struct APNSSigningKey: Sendable, CustomStringConvertible {
+    let privateKey: P256.Signing.PrivateKey
+    /// The 10-character key id Apple shows next to the key (the JWT header's `kid`).
+    public let keyID: String
+    /// The 10-character team id (the JWT claim `iss`).
+    public let teamID: String
+
+    /// Uses a key already in memory.
+    public init(privateKey: P256.Signing.PrivateKey, keyID: String, teamID: String) throws {
+        try Self.validate(keyID: keyID, teamID: teamID, path: nil)
+        self.privateKey = privateKey
+        self.keyID = keyID
+        self.teamID = teamID
+    }
+
+    /// Parses the PEM text of a `.p8` key (`-----BEGIN PRIVATE KEY-----`).
+    public init(pemRepresentation: String, keyID: String, teamID: String) throws {
+        try self.init(pemRepresentation: pemRepresentation, keyID: keyID, teamID: teamID, path: nil)
+    }
+
+    /// Reads and parses the `.p8` key file at `path`.
+    ///
+    /// - Throws: ``APNSCredentialsError`` naming the path when the file is missing, unreadable, or
+    ///   not a P-256 private key.
+    public init(contentsOfFile path: String, keyID: String, teamID: String) throws {
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw APNSCredentialsError(
+                code: .keyFileNotFound,
+                path: path,
+                message: "No APNs signing key at '\(path)'. Download the key (.p8) from the Apple Developer "
+                    + "account (Certificates, Identifiers & Profiles > Keys) and point the configuration at its path."
+            )
+        }
+        let pem: String
+        do {
+            pem = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw APNSCredentialsError(
+                code: .keyFileUnreadable,
+                path: path,
+                message: "Could not read the APNs signing key at '\(path)': it must be a readable UTF-8 "
+                    + "text file (check its permissions for the user running OrderFlow)."
+            )
+        }
+        try self.init(pemRepresentation: pem, keyID: keyID, teamID: teamID, path: path)
+    }
+
+    private init(pemRepresentation: String, keyID: String, teamID: String, path: String?) throws {
+        try Self.validate(keyID: keyID, teamID: teamID, path: path)
+        let source = path.map { "The file at '\($0)'" } ?? "The configured APNs key"
+        do {
+            self.privateKey = try P256.Signing.PrivateKey(
+                pemRepresentation: pemRepresentation.trimmingCharacters(in: .whitespacesAndNewlines)
+            )
+        } catch {
+            // The underlying error is not included: it could quote parts of the key.
+            throw APNSCredentialsError(
+                code: .invalidKey,
+                path: path,
+                message: "\(source) is not a PEM-encoded P-256 private key. Use the .p8 file Apple "
+                    + "issued for APNs (it starts with '-----BEGIN PRIVATE KEY-----'), unmodified."
+            )
+        }
+        self.keyID = keyID
+        self.teamID = teamID
+    }
+
+    private static func validate(keyID: String, teamID: String, path: String?) throws {
+        if keyID.isEmpty {
+            throw APNSCredentialsError(
+                code: .missingKeyID,
+                path: path,
+                message: "The APNs key id is empty: set it to the 10-character id shown next to the key in the Apple Developer account."
+            )
+        }
+        if teamID.isEmpty {
+            throw APNSCredentialsError(
+                code: .missingTeamID,
+                path: path,
+                message: "The APNs team id is empty: set it to the 10-character team id of the Apple Developer account that owns the key."
+            )
+        }
+    }
+
+    public var description: String {
+        "APNSSigningKey(keyID: \(self.keyID), teamID: \(self.teamID))"
+    }
+}
+
+/// A signed provider token (JWT) and the second it was issued at.
+public struct APNSProviderToken: Sendable, Hashable, CustomStringConvertible {
+    /// The compact JWT, sent as `authorization: bearer <jwt>`.
+    public let jwt: String
+    /// The `iat` claim.
+    public let issuedAt: Date
+
+    public var description: String {
+        "APNSProviderToken(issuedAt: \(Int(self.issuedAt.timeIntervalSince1970)))"
+    }
+}
+
+/// Signs and caches the provider token of one (team, key).
+///
+/// APNs refuses a token older than an hour (`ExpiredProviderToken`) and one regenerated more often
+/// than every 20 minutes (`TooManyProviderTokenUpdates`, which also makes the connection unusable
+/// for a while). So one token is reused until it is ``refreshInterval`` old (50 minutes by
+/// default), and a new one is never signed less than ``minimumRegenerationInterval`` after the
+/// previous one, even when APNs calls the current one expired.
+public final class APNSProviderTokenFactory: Sendable {
+    /// How long a token is reused by default before a new one is signed.
+    public static let defaultRefreshInterval: Duration = .seconds(50 * 60)
+    /// The shortest time between two signed tokens; APNs punishes faster regeneration.
+    public static let minimumRegenerationInterval: Duration = .seconds(20 * 60)
+
+    public let signingKey: APNSSigningKey
+    public let refreshInterval: Duration
+    private let currentTime: @Sendable () -> Date
+    private let state = Mutex<State>(State())
+
+    private struct State {
+        var current: APNSProviderToken?
+        var renewalRequested = false
+    }
+
+    /// - Parameters:
+    ///   - refreshInterval: how long a token is reused; clamped to between 20 and 55 minutes.
+    ///   - currentTime: the clock (injectable for tests).
+    public init(
+        signingKey: APNSSigningKey,
+        refreshInterval: Duration = APNSProviderTokenFactory.defaultRefreshInterval,
+        currentTime: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.signingKey = signingKey
+        self.refreshInterval = min(max(refreshInterval, Self.minimumRegenerationInterval), .seconds(55 * 60))
+        self.currentTime = currentTime
+    }
+
+    /// The token to send now: the cached one, or a newly signed one when the cached one is due.
+    public func currentToken() throws -> APNSProviderToken {
+        let now = self.currentTime()
+        return try self.state.withLock { state in
+            if let token = state.current {
+                let age = Self.age(of: token, at: now)
+                let due = age >= self.refreshInterval
+                    || (state.renewalRequested && age >= Self.minimumRegenerationInterval)
+                if !due {
+                    return token
+                }
+            }
+            let token = try self.sign(at: now)
+            state.current = token
+            state.renewalRequested = false
+            return token
+        }
+    }
+
+    /// Records that APNs answered `ExpiredProviderToken` to a request signed with `token`.
+    ///
+    /// - Returns: `true` when a retry will carry a different token (one is already in use, or the
+    ///   current one is at least 20 minutes old and will be replaced); `false` when the current token
+    ///   is younger than 20 minutes, so no new one may be signed yet.
+    @discardableResult
+    public func providerTokenExpired(_ token: APNSProviderToken) -> Bool {
+        let now = self.currentTime()
+        return self.state.withLock { state in
+            guard let current = state.current, current == token else {
+                return true
+            }
+            guard Self.age(of: current, at: now) >= Self.minimumRegenerationInterval else {
+                return false
+            }
+            state.renewalRequested = true
+            return true
+        }
+    }
+
+    private static func age(of token: APNSProviderToken, at now: Date) -> Duration {
+        .milliseconds(Int64((now.timeIntervalSince(token.issuedAt) * 1000).rounded(.down)))
+    }
+
+    private func sign(at now: Date) throws -> APNSProviderToken {
+        let issuedAt = Int64(now.timeIntervalSince1970.rounded(.down))
+        let header = JSONValue.object(["alg": .string("ES256"), "kid": .string(self.signingKey.keyID)])
+        // `iat` is a JSON number: APNs refuses a string.
+        let claims = JSONValue.object(["iss": .string(self.signingKey.teamID), "iat": .int(issuedAt)])
+        let signingInput = Base64URL.encode(header.serialized) + "." + Base64URL.encode(claims.serialized)
+        let signature: P256.Signing.ECDSASignature
+        do {
+            signature = try self.signingKey.privateKey.signature(for: Data(signingInput.utf8))
+        } catch {
+            throw APNSCredentialsError(
+                code: .signingFailed,
+                path: nil,
+                message: "Could not sign an APNs provider token with key \(self.signingKey.keyID); check that the key is a valid P-256 key."
+            )
+        }
+        return APNSProviderToken(
+            jwt: signingInput + "." + Base64URL.encode(signature.rawRepresentation),
+            issuedAt: Date(timeIntervalSince1970: TimeInterval(issuedAt))
+        )
+    }
+}
+
+/// Base64 with the URL-safe alphabet and no padding, as JWTs use it.
+enum Base64URL {
+    static func encode<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
+        var text = Data(bytes).base64EncodedString()
+        text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        while text.hasSuffix("=") {
+            text.removeLast()
+        }
+        return text
+    }
+}

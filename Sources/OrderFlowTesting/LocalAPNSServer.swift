@@ -1,0 +1,352 @@
+import Crypto
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+import Synchronization
+
+/// A local stand-in for APNs: HTTP/2 over TLS on 127.0.0.1, verifying requests as APNs does
+/// and recording what it accepts. For integration tests, the demo and throughput benchmarks.
+///
+/// It checks the method and path (`POST /3/device/<hex token>`), the ES256 provider token
+/// against the configured public keys (by `kid`, with `iss` = the key's team, `iat` under an hour
+/// old), `apns-topic` (with `.push-type.liveactivity` for Live Activities), `apns-priority`
+/// (5 or 10), the payload (at most 4096 bytes of JSON with `aps`; for a Live Activity an integer
+/// `timestamp`, a known `event`, and for `start` a non-empty alert and the attributes). Refusals
+/// carry APNs' JSON bodies (`{"reason": …}`, plus `timestamp` on 410). Faults can be injected at
+/// run time with ``injectFault(_:deviceToken:count:duration:)`` and ``setResponseDelay(_:)``.
+///
+/// The TLS certificate comes from a CA made at creation; pass ``trustRootPEM`` to the client.
+public final class LocalAPNSServer: Sendable {
+    /// A public key the stand-in accepts provider tokens from.
+    public struct SigningKey: Sendable {
+        public var keyID: String
+        public var teamID: String
+        public var publicKey: P256.Signing.PublicKey
+
+        public init(keyID: String, teamID: String, publicKey: P256.Signing.PublicKey) {
+            self.keyID = keyID
+            self.teamID = teamID
+            self.publicKey = publicKey
+        }
+    }
+
+    public struct Configuration: Sendable {
+        /// The keys whose provider tokens are accepted.
+        public var signingKeys: [SigningKey]
+        /// Default `127.0.0.1`.
+        public var host: String
+        /// Default 0: the system picks a free port; read it from ``LocalAPNSServer/port``.
+        public var port: Int
+        /// SETTINGS_MAX_CONCURRENT_STREAMS announced to clients. Default 1000.
+        public var maxConcurrentStreams: Int
+        /// When set, only these bundle ids are accepted as topics (others get `DeviceTokenNotForTopic`).
+        public var acceptedBundleIDs: Set<String>?
+        /// Provider tokens older than this get `ExpiredProviderToken`. Default one hour, as APNs.
+        public var maximumProviderTokenAge: Duration
+        /// When set, a new provider token for a key less than this after the previous one gets
+        /// `429 TooManyProviderTokenUpdates`, as APNs answers to regeneration faster than every
+        /// 20 minutes. Default `nil` (off), since tests often run several clients with one key.
+        public var minimumProviderTokenInterval: Duration?
+        /// Whether accepted pushes are kept (``pushes()``); turn off for long benchmarks, counts stay.
+        public var recordsPushes: Bool
+
+        public init(
+            signingKeys: [SigningKey],
+            host: String = "127.0.0.1",
+            port: Int = 0,
+            maxConcurrentStreams: Int = 1000,
+            acceptedBundleIDs: Set<String>? = nil,
+            maximumProviderTokenAge: Duration = .seconds(3600),
+            minimumProviderTokenInterval: Duration? = nil,
+            recordsPushes: Bool = true
+        ) {
+            self.signingKeys = signingKeys
+            self.host = host
+            self.port = port
+            self.maxConcurrentStreams = maxConcurrentStreams
+            self.acceptedBundleIDs = acceptedBundleIDs
+            self.maximumProviderTokenAge = maximumProviderTokenAge
+            self.minimumProviderTokenInterval = minimumProviderTokenInterval
+            self.recordsPushes = recordsPushes
+        }
+    }
+
+    public let configuration: Configuration
+    /// The PEM of the CA that signed the server certificate: the client's trust root.
+    public let trustRootPEM: String
+
+    private let core: LocalAPNSCore
+    private let certificates: LocalAPNSCertificates
+    private let eventLoopGroup: any EventLoopGroup
+    private let logger: Logger
+    private let state = Mutex(RunState())
+
+    private struct RunState {
+        var serverChannel: (any Channel)?
+        var port = 0
+        var connections: [ObjectIdentifier: any Channel] = [:]
+        var acceptedConnectionCount = 0
+    }
+
+    /// Creates the stand-in and its certificates; ``start()`` opens the port.
+    public init(
+        configuration: Configuration,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger = Logger(label: "orderflow.local-apns", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) throws {
+        self.configuration = configuration
+        self.certificates = try LocalAPNSCertificates()
+        self.trustRootPEM = self.certificates.trustRootPEM
+        self.core = LocalAPNSCore(configuration: configuration)
+        self.eventLoopGroup = eventLoopGroup
+        self.logger = logger
+    }
+
+    /// The port listened on (0 before ``start()``).
+    public var port: Int { self.state.withLock { $0.port } }
+
+    /// How many TCP connections were accepted since ``start()`` (APNs expects few, long-lived ones).
+    public var acceptedConnectionCount: Int { self.state.withLock { $0.acceptedConnectionCount } }
+
+    /// `https://127.0.0.1:<port>`, the client's base URL.
+    public var baseURL: String { "https://\(self.configuration.host):\(self.port)" }
+
+    /// Starts listening.
+    public func start() async throws {
+        let sslContext = try self.certificates.makeServerContext(applicationProtocols: ["h2"])
+        let core = self.core
+        let connectionConfiguration = {
+            var connection = NIOHTTP2Handler.ConnectionConfiguration()
+            connection.initialSettings = [
+                HTTP2Setting(parameter: .maxConcurrentStreams, value: self.configuration.maxConcurrentStreams),
+                HTTP2Setting(parameter: .maxHeaderListSize, value: 16 * 1024),
+            ]
+            return connection
+        }()
+        let streamConfiguration = NIOHTTP2Handler.StreamConfiguration()
+
+        let channel = try await ServerBootstrap(group: self.eventLoopGroup)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { [weak self] channel in
+                self?.track(channel)
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+                    _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
+                        mode: .server,
+                        connectionConfiguration: connectionConfiguration,
+                        streamConfiguration: streamConfiguration
+                    ) { stream in
+                        stream.eventLoop.makeCompletedFuture {
+                            try stream.pipeline.syncOperations.addHandlers([
+                                HTTP2FramePayloadToHTTP1ServerCodec(),
+                                LocalAPNSStreamHandler(core: core),
+                            ])
+                        }
+                    }
+                    try channel.pipeline.syncOperations.addHandler(LocalAPNSConnectionErrorHandler())
+                }
+            }
+            .bind(host: self.configuration.host, port: self.configuration.port)
+            .get()
+        let port = channel.localAddress?.port ?? 0
+        self.state.withLock { state in
+            state.serverChannel = channel
+            state.port = port
+        }
+        self.logger.debug("Local APNs listening", metadata: ["apns.local.port": "\(port)"])
+    }
+
+    /// Stops listening and closes every open connection.
+    public func stop() async throws {
+        let (serverChannel, connections) = self.state.withLock { state in
+            defer {
+                state.serverChannel = nil
+                state.connections = [:]
+            }
+            return (state.serverChannel, Array(state.connections.values))
+        }
+        try? await serverChannel?.close()
+        for connection in connections {
+            try? await connection.close()
+        }
+    }
+
+    private func track(_ channel: any Channel) {
+        let id = ObjectIdentifier(channel)
+        self.state.withLock { state in
+            state.connections[id] = channel
+            state.acceptedConnectionCount += 1
+        }
+        channel.closeFuture.whenComplete { [weak self] _ in
+            _ = self?.state.withLock { $0.connections.removeValue(forKey: id) }
+        }
+    }
+
+    // MARK: Records
+
+    /// Every accepted push since the last ``reset()``, in arrival order.
+    public func pushes() -> [LocalAPNSPush] { self.core.pushes }
+
+    /// The accepted pushes for one device token.
+    public func pushes(forToken deviceToken: String) -> [LocalAPNSPush] {
+        self.core.pushes.filter { $0.deviceToken == deviceToken }
+    }
+
+    /// How many requests were accepted since the last ``reset()`` (counted even when not recording).
+    public var acceptedCount: Int { self.core.acceptedCount }
+
+    /// How many requests were refused (by verification or an injected fault) since the last ``reset()``.
+    public var rejectedCount: Int { self.core.rejectedCount }
+
+    /// The refused requests since the last ``reset()``.
+    public func rejections() -> [LocalAPNSRejection] { self.core.rejections }
+
+    /// Waits until at least `count` pushes were accepted since the last ``reset()``, then returns
+    /// the recorded pushes.
+    ///
+    /// - Throws: ``LocalAPNSServerError`` when `timeout` passes first.
+    @discardableResult
+    public func waitForPushes(count: Int, timeout: Duration = .seconds(10)) async throws -> [LocalAPNSPush] {
+        let core = self.core
+        return try await withThrowingTaskGroup(of: [LocalAPNSPush]?.self) { group in
+            group.addTask { try await core.waitForAccepted(count: count) }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let pushes = try await group.next() ?? nil else {
+                throw LocalAPNSServerError(
+                    message: "The local APNs accepted \(core.acceptedCount) pushes, not \(count), within \(timeout)."
+                )
+            }
+            return pushes
+        }
+    }
+
+    /// Forgets recorded pushes and refusals, resets the counters, removes faults and the delay.
+    public func reset() {
+        self.core.resetRecords()
+        self.core.clearFaults()
+    }
+
+    // MARK: Fault injection
+
+    /// Answers requests that would be accepted with `fault` instead.
+    ///
+    /// - Parameters:
+    ///   - deviceToken: only requests for this token; `nil` for every token. Rules for a token
+    ///     take precedence over rules for every token; among those, the first added wins.
+    ///   - count: for the next `count` matching requests; `nil` for as many as come.
+    ///   - duration: for this long from now; `nil` for no time limit.
+    ///
+    /// Examples: `injectFault(.unregistered(), deviceToken: token)`,
+    /// `injectFault(.tooManyRequests, count: 3)`, `injectFault(.internalServerError, duration: .seconds(2))`.
+    public func injectFault(
+        _ fault: LocalAPNSFault,
+        deviceToken: String? = nil,
+        count: Int? = nil,
+        duration: Duration? = nil
+    ) {
+        self.core.addFault(fault, deviceToken: deviceToken, count: count, duration: duration)
+    }
+
+    /// Delays every response by `delay` (`nil` for none).
+    public func setResponseDelay(_ delay: Duration?) {
+        self.core.setDelay(delay)
+    }
+
+    /// Removes every injected fault and the response delay.
+    public func clearFaults() {
+        self.core.clearFaults()
+    }
+}
+
+/// Serves one HTTP/2 stream: collects the request, asks the core for the answer, writes it
+/// (after the configured delay).
+final class LocalAPNSStreamHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    /// Larger bodies are only counted: anything over 4096 bytes is refused anyway.
+    private static let bodyKeepLimit = 8192
+
+    private let core: LocalAPNSCore
+    private var head: HTTPRequestHead?
+    private var body: ByteBuffer?
+    private var bodySize = 0
+
+    init(core: LocalAPNSCore) {
+        self.core = core
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch self.unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+        case .body(var part):
+            self.bodySize += part.readableBytes
+            if self.bodySize <= Self.bodyKeepLimit {
+                if self.body == nil {
+                    self.body = part
+                } else {
+                    self.body!.writeBuffer(&part)
+                }
+            }
+        case .end:
+            guard let head = self.head else {
+                context.close(promise: nil)
+                return
+            }
+            let reply = self.core.respond(
+                method: head.method,
+                uri: head.uri,
+                headers: head.headers,
+                body: self.body,
+                bodySize: self.bodySize
+            )
+            if let delay = reply.delay, delay > .zero {
+                context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(delay)) {
+                    self.write(reply, context: context)
+                }
+            } else {
+                self.write(reply, context: context)
+            }
+        }
+    }
+
+    private func write(_ reply: LocalAPNSReply, context: ChannelHandlerContext) {
+        var headers = HTTPHeaders()
+        headers.add(name: "apns-id", value: reply.apnsID)
+        if let body = reply.body {
+            headers.add(name: "content-type", value: "application/json")
+            headers.add(name: "content-length", value: String(body.count))
+        }
+        let head = HTTPResponseHead(version: .http2, status: HTTPResponseStatus(statusCode: reply.status), headers: headers)
+        context.write(self.wrapOutboundOut(.head(head)), promise: nil)
+        if let body = reply.body {
+            let buffer = context.channel.allocator.buffer(bytes: body)
+            context.write(self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+        }
+        context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: nil)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}
+
+/// Closes a connection whose TLS or HTTP/2 layer failed, instead of leaving it half open.
+final class LocalAPNSConnectionErrorHandler: ChannelInboundHandler {
+    typealias InboundIn = Any
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}

@@ -1,0 +1,1 @@
+// placeholder while the module is being written
