@@ -37,7 +37,9 @@ CREATE TABLE orders (
     workflow_version     integer     NOT NULL,
     state                text        NOT NULL,
     seq                  integer     NOT NULL,    -- sequence number of the latest transition
-    attributes           jsonb       NOT NULL,    -- the activity's static attributes
+    attributes           jsonb       NOT NULL,    -- the activity's static attributes (as given)
+    content              jsonb       NOT NULL,    -- the ContentState the activity shows now
+    creation_key         text,                    -- idempotency key of the creation
     created_at           timestamptz NOT NULL,
     updated_at           timestamptz NOT NULL,
     state_entered_at     timestamptz NOT NULL,    -- drives the workflow's durable timers
@@ -60,6 +62,8 @@ CREATE TABLE order_transitions (
     to_state         text        NOT NULL,
     event            text,
     input            jsonb       NOT NULL DEFAULT '{}',
+    rendered         jsonb       NOT NULL,        -- what the activity shows after it: content,
+                                                  -- alert, stale date, relevance, priority, event
     actor            text,                        -- who or what caused it ("cli:alice", "timer")
     idempotency_key  text,
     occurred_at      timestamptz NOT NULL,

@@ -1,0 +1,40 @@
+import Foundation
+import WorkflowKit
+
+/// What one transition made the activity show, as stored in `order_transitions.rendered`.
+///
+/// The engine renders a transition once, when it commits; the worker later merges the stored
+/// renderings of an order's pending transitions into one push (newest content, newest alert).
+public struct StoredRendering: Codable, Sendable, Hashable {
+    /// `start`, `update` or `end`.
+    public var event: ActivityEvent
+    /// The state the order is in after the transition.
+    public var state: String
+    /// The full ContentState, in the app's JSON shape.
+    public var content: JSONValue
+    public var alert: ActivityAlert?
+    /// Epoch seconds after which the device shows the content as stale.
+    public var staleDate: Int?
+    public var relevanceScore: Double?
+    /// 5 or 10.
+    public var priority: Int
+    /// For `end`: epoch seconds at which the ended activity leaves the Lock Screen; nil for the
+    /// system default.
+    public var dismissalDate: Int?
+    /// When the transition happened, epoch seconds: the basis of `aps.timestamp`.
+    public var timestamp: Int
+
+    public init(_ update: RenderedActivityUpdate) {
+        event = update.event
+        state = update.state
+        content = update.contentState
+        alert = update.alert
+        staleDate = update.staleDate.map { Int($0.timeIntervalSince1970) }
+        relevanceScore = update.relevanceScore
+        priority = update.priority
+        dismissalDate = update.dismissalDate.map { Int($0.timeIntervalSince1970.rounded(.down)) }
+        timestamp = Int(update.timestamp.timeIntervalSince1970.rounded(.down))
+    }
+
+    public var isEnd: Bool { event == .end }
+}
