@@ -13,8 +13,7 @@ CREATE TABLE workflow_versions (
     source       text        NOT NULL,            -- the YAML as applied, for `workflow show`
     checksum     text        NOT NULL,            -- sha-256 of the canonical definition
     created_at   timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (merchant_id, name, version),
-    UNIQUE (merchant_id, name, checksum)
+    PRIMARY KEY (merchant_id, name, version)
 );
 
 CREATE FUNCTION orderflow_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -1,0 +1,279 @@
+import Foundation
+import PGKit
+import WorkflowKit
+
+extension OrderFlowEngine {
+    /// The columns `OrderSnapshot(row:)` reads.
+    static let orderColumns = "order_id, workflow_name, workflow_version, state, seq, attributes, content, created_at, updated_at, state_entered_at"
+
+    // MARK: Create
+
+    /// Creates an order in its workflow's initial state and enqueues the activity's start.
+    ///
+    /// Retrying with the same idempotency key returns the order created the first time; the
+    /// same order id without that key is `alreadyExists`.
+    public func createOrder(_ request: NewOrder) async throws -> OrderSnapshot {
+        try await translatingErrors {
+            try Self.validateIdentifier(request.orderID, what: "order id")
+            let (version, workflow): (Int, Workflow)
+            if let pinned = request.workflowVersion {
+                (version, workflow) = (pinned, try await workflows.workflow(named: request.workflow, version: pinned))
+            } else {
+                (version, workflow) = try await workflows.latest(named: request.workflow)
+            }
+            let attributes = try workflow.validateAttributes(request.attributes)
+            let input = try workflow.validateStartInput(request.input)
+            let now = Date()
+            let rendering = StoredRendering(try workflow.render(state: workflow.initialState, attributes: attributes, input: input, at: now))
+            let created = try await pool.query(PostgresQuery("""
+                WITH new_order AS (
+                    INSERT INTO orders (merchant_id, order_id, workflow_name, workflow_version, state, seq, attributes,
+                                        content, creation_key, created_at, updated_at, state_entered_at)
+                    VALUES ($1, $2, $3, $4, $5, 1, $6::jsonb, $7::jsonb, $8, $9, $9, $9)
+                    ON CONFLICT (merchant_id, order_id) DO NOTHING
+                    RETURNING merchant_id, order_id
+                ), history AS (
+                    INSERT INTO order_transitions (merchant_id, order_id, seq, from_state, to_state, input, rendered,
+                                                   actor, idempotency_key, occurred_at)
+                    SELECT merchant_id, order_id, 1, NULL, $5, $10::jsonb, $11::jsonb, $12, $8, $9 FROM new_order
+                ), command AS (
+                    INSERT INTO activity_commands (merchant_id, order_id, seq, kind)
+                    SELECT merchant_id, order_id, 1, 'start' FROM new_order
+                )
+                SELECT count(*) AS created FROM new_order
+                """, merchantID, request.orderID, request.workflow, version, workflow.initialState,
+                attributes.postgresJSON, rendering.content.postgresJSON, request.idempotencyKey, now,
+                input.postgresJSON, try PostgresJSON(encoding: rendering), request.actor)
+            ).single().decode("created", as: Int.self)
+            let snapshot = try await orderSnapshot(request.orderID)
+            if created == 0 {
+                let key = try await pool.query(PostgresQuery(
+                    "SELECT creation_key FROM orders WHERE merchant_id = $1 AND order_id = $2", merchantID, request.orderID)
+                ).single().decode("creation_key", as: String?.self)
+                guard let given = request.idempotencyKey, key == given else {
+                    throw OrderFlowError(
+                        .alreadyExists,
+                        "order \(request.orderID) already exists (workflow \(snapshot.workflow), state \(snapshot.state)); use another id, or the same idempotency key to retry a creation",
+                        currentState: snapshot.state)
+                }
+                return snapshot
+            }
+            await wakeSignal.signal()
+            return snapshot
+        }
+    }
+
+    // MARK: Advance
+
+    /// Moves an order to a state, or by an event, of its pinned workflow.
+    ///
+    /// - Parameters:
+    ///   - target: a state or event name; case-insensitive, a unique prefix is enough.
+    ///   - input: data for the transition's templates (`eta`, `driver`), checked against the
+    ///     transition's declared inputs.
+    ///   - idempotencyKey: a retry with the same key returns the first result and changes nothing.
+    ///   - expectedState: fail with `conflict` unless the order is in this state.
+    ///   - actor: who or what did it, for the history.
+    /// - Throws: `OrderFlowError` — `notFound`, `invalidTransition` (naming the allowed next
+    ///   states), `conflict` (the order changed meanwhile; names its state now), `invalidInput`.
+    public func advance(
+        _ orderID: String, to target: String, input: JSONValue = [:], idempotencyKey: String? = nil,
+        expectedState: String? = nil, actor: String? = nil
+    ) async throws -> AdvanceResult {
+        try await translatingErrors {
+            let started = Date()
+            let current = try await pool.query(PostgresQuery("""
+                SELECT o.workflow_name, o.workflow_version, o.state, o.seq, o.attributes, o.content,
+                       (SELECT t.seq FROM order_transitions t
+                         WHERE t.merchant_id = o.merchant_id AND t.order_id = o.order_id AND t.idempotency_key = $3) AS replay_seq
+                FROM orders o WHERE o.merchant_id = $1 AND o.order_id = $2
+                """, merchantID, orderID, idempotencyKey)).first
+            guard let current else { throw Self.orderNotFound(orderID) }
+            if let replaySeq = try current.decode("replay_seq", as: Int?.self) {
+                return try await replay(orderID, seq: replaySeq)
+            }
+            let state: String = try current.decode("state")
+            let seq: Int = try current.decode("seq")
+            let workflow = try await workflows.workflow(
+                named: try current.decode("workflow_name"), version: try current.decode("workflow_version"))
+            if let expectedState, expectedState.lowercased() != state.lowercased() {
+                throw OrderFlowError(.conflict, "order \(orderID) is in \(state), not in \(expectedState) as expected", currentState: state)
+            }
+            let transition: TransitionSpec
+            do throws(TransitionResolutionError) {
+                transition = try workflow.resolveTransition(from: state, target: target)
+            } catch {
+                throw Self.translate(error, orderID: orderID, workflow: workflow)
+            }
+            let validInput = try workflow.validateInput(input, for: transition)
+            let attributes = try JSONValue(postgres: current.decode("attributes"))
+            let previous = try JSONValue(postgres: current.decode("content"))
+            let now = Date()
+            let rendering = StoredRendering(try workflow.render(
+                transition: transition, attributes: attributes, input: validInput, previous: previous, at: now))
+            let newSeq: Int?
+            do {
+                newSeq = try await pool.query(PostgresQuery("""
+                    WITH moved AS (
+                        UPDATE orders SET state = $3, seq = seq + 1, content = $4::jsonb, updated_at = $5, state_entered_at = $5
+                        WHERE merchant_id = $1 AND order_id = $2 AND seq = $6
+                        RETURNING merchant_id, order_id, seq
+                    ), history AS (
+                        INSERT INTO order_transitions (merchant_id, order_id, seq, from_state, to_state, event, input,
+                                                       rendered, actor, idempotency_key, occurred_at)
+                        SELECT merchant_id, order_id, seq, $7, $3, $8, $9::jsonb, $10::jsonb, $11, $12, $5 FROM moved
+                    ), command AS (
+                        INSERT INTO activity_commands (merchant_id, order_id, seq, kind)
+                        SELECT merchant_id, order_id, seq, $13 FROM moved
+                    )
+                    SELECT seq FROM moved
+                    """, merchantID, orderID, transition.to, rendering.content.postgresJSON, now, seq, state,
+                    transition.event, validInput.postgresJSON, try PostgresJSON(encoding: rendering), actor,
+                    idempotencyKey, rendering.isEnd ? "end" : "update")
+                ).first?.decode("seq", as: Int.self)
+            } catch let error as PostgresError where error.isUniqueViolation && idempotencyKey != nil {
+                // The same key committed concurrently: answer with that first result.
+                return try await replayByKey(orderID, key: idempotencyKey!)
+            }
+            guard let newSeq else {
+                throw try await concurrentChange(orderID, assumedState: state, target: target, since: started)
+            }
+            await wakeSignal.signal()
+            let order = try await orderSnapshot(orderID, workflow: workflow)
+            let record = TransitionRecord(
+                seq: newSeq, from: state, to: transition.to, event: transition.event, input: validInput,
+                rendered: rendering, actor: actor, idempotencyKey: idempotencyKey, occurredAt: now)
+            return AdvanceResult(order: order, transition: record, replayed: false)
+        }
+    }
+
+    /// Moves an order to its workflow's `cancelled` state (or the state its `cancel` event leads to).
+    public func cancel(_ orderID: String, reason: String? = nil, idempotencyKey: String? = nil, actor: String? = nil) async throws -> AdvanceResult {
+        var input: JSONValue = [:]
+        if let reason { input = ["reason": .string(reason)] }
+        return try await advance(orderID, to: "cancel", input: input, idempotencyKey: idempotencyKey, actor: actor)
+    }
+
+    // MARK: Timers
+
+    /// Fires every workflow timer that is due ("after 45m in ready, go to cancelled"), exactly
+    /// once each: a timer's transition carries the idempotency key of the state visit it ends,
+    /// and expects the order still to be in that state. Timers whose time passed while no
+    /// process ran fire now. Returns how many transitions fired.
+    @discardableResult
+    public func fireDueTimers(now: Date = Date(), limit: Int = 500) async throws -> Int {
+        var fired = 0
+        for (name, version) in try await workflows.allVersions() {
+            let workflow = try await workflows.workflow(named: name, version: version)
+            for timer in workflow.timers {
+                guard case .transition(let target) = timer.action else { continue }
+                let due = now.addingTimeInterval(-TimeInterval(timer.after.seconds))
+                let rows = try await pool.query(PostgresQuery("""
+                    SELECT order_id, seq FROM orders
+                    WHERE merchant_id = $1 AND workflow_name = $2 AND workflow_version = $3 AND state = $4
+                      AND state_entered_at <= $5
+                    ORDER BY state_entered_at LIMIT $6
+                    """, merchantID, name, version, timer.state, due, limit))
+                for row in rows {
+                    let orderID: String = try row.decode("order_id")
+                    let seq: Int = try row.decode("seq")
+                    do {
+                        let result = try await advance(
+                            orderID, to: target, idempotencyKey: "timer:\(timer.state):\(seq)",
+                            expectedState: timer.state, actor: "timer")
+                        if !result.replayed { fired += 1 }
+                    } catch let error as OrderFlowError where error.code == .conflict || error.code == .invalidTransition {
+                        continue  // someone moved the order first: the timer no longer applies
+                    }
+                }
+            }
+        }
+        return fired
+    }
+
+    // MARK: Helpers
+
+    func orderSnapshot(_ orderID: String, workflow: Workflow? = nil) async throws -> OrderSnapshot {
+        let row = try await pool.query(PostgresQuery("""
+            SELECT order_id, workflow_name, workflow_version, state, seq, attributes, content, created_at, updated_at, state_entered_at
+            FROM orders WHERE merchant_id = $1 AND order_id = $2
+            """, merchantID, orderID)).first
+        guard let row else { throw Self.orderNotFound(orderID) }
+        let resolved: Workflow
+        if let workflow {
+            resolved = workflow
+        } else {
+            resolved = try await workflows.workflow(named: try row.decode("workflow_name"), version: try row.decode("workflow_version"))
+        }
+        return try OrderSnapshot(row: row, finalStates: resolved.finalStates)
+    }
+
+    private func replay(_ orderID: String, seq: Int) async throws -> AdvanceResult {
+        let row = try await pool.query(PostgresQuery("""
+            SELECT seq, from_state, to_state, event, input, rendered, actor, idempotency_key, occurred_at
+            FROM order_transitions WHERE merchant_id = $1 AND order_id = $2 AND seq = $3
+            """, merchantID, orderID, seq)).single()
+        return AdvanceResult(order: try await orderSnapshot(orderID), transition: try TransitionRecord(row: row), replayed: true)
+    }
+
+    private func replayByKey(_ orderID: String, key: String) async throws -> AdvanceResult {
+        let seq = try await pool.query(PostgresQuery(
+            "SELECT seq FROM order_transitions WHERE merchant_id = $1 AND order_id = $2 AND idempotency_key = $3",
+            merchantID, orderID, key)).single().decode("seq", as: Int.self)
+        return try await replay(orderID, seq: seq)
+    }
+
+    /// The order moved between reading it and writing: say where it is now.
+    private func concurrentChange(_ orderID: String, assumedState: String, target: String, since: Date) async throws -> OrderFlowError {
+        let now = try await orderSnapshot(orderID)
+        return OrderFlowError(
+            .conflict,
+            "order \(orderID) changed while moving it to \(target): it is now in \(now.state) (it was in \(assumedState)); check the order and try again if still wanted",
+            currentState: now.state)
+    }
+
+    static func orderNotFound(_ orderID: String) -> OrderFlowError {
+        OrderFlowError(.notFound, "order \(orderID) does not exist; create it first, or check the id with `orderflow list`")
+    }
+
+    static func translate(_ error: TransitionResolutionError, orderID: String, workflow: Workflow) -> OrderFlowError {
+        switch error.code {
+        case .ambiguous:
+            return OrderFlowError(.invalidInput, error.message, currentState: error.currentState, candidates: error.candidates)
+        case .finalState:
+            return OrderFlowError(
+                .invalidTransition,
+                "order \(orderID) is \(error.currentState), a final state; nothing can follow it",
+                currentState: error.currentState, candidates: error.candidates)
+        case .notAllowed where !workflow.knows(error.target):
+            let names = workflow.states.map(\.name) + Set(workflow.transitions.compactMap(\.event)).sorted()
+            return OrderFlowError(
+                .notFound,
+                "workflow \(workflow.name) has no state or event \"\(error.target)\"; states and events: \(names.joined(separator: ", "))",
+                currentState: error.currentState, candidates: error.candidates)
+        case .notAllowed:
+            return OrderFlowError(.invalidTransition, "order \(orderID): \(error.message)", currentState: error.currentState,
+                                  candidates: error.candidates)
+        default:
+            return OrderFlowError(.notFound, error.message, currentState: error.currentState, candidates: error.candidates)
+        }
+    }
+
+    static func validateIdentifier(_ value: String, what: String) throws {
+        guard !value.isEmpty, value.count <= 200 else {
+            throw OrderFlowError(.invalidInput, "the \(what) must be 1 to 200 characters long")
+        }
+        guard !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw OrderFlowError(.invalidInput, "the \(what) must not contain control characters")
+        }
+    }
+}
+
+extension Workflow {
+    /// Whether `name` is, or is a prefix of, some state or event (case-insensitive).
+    func knows(_ name: String) -> Bool {
+        let wanted = name.lowercased()
+        let names = states.map(\.name) + transitions.compactMap(\.event)
+        return names.contains { $0.lowercased().hasPrefix(wanted) }
+    }
+}

@@ -1,0 +1,92 @@
+import Foundation
+import Logging
+import PGKit
+import WorkflowKit
+
+/// How the engine connects and behaves. The engine never reads the environment: the caller
+/// (a merchant backend, the CLI) fills this in.
+public struct OrderFlowConfiguration: Sendable {
+    public var database: PostgresConfiguration
+    /// Whose orders these are; every table is keyed by it. Default "default".
+    public var merchantID: String = "default"
+    /// Connections the engine may open. Default 8.
+    public var maximumConnections: Int = 8
+    /// How long a call waits for a free connection. Default 10 s.
+    public var acquireTimeout: Duration = .seconds(10)
+    /// Wake workers in other processes with a `pg_notify` after a commit, at most once per
+    /// `notifyInterval` (never inside the transition's transaction: NOTIFY serialises commits).
+    /// Default true, 20 ms.
+    public var notifyWorkers: Bool = true
+    public var notifyInterval: Duration = .milliseconds(20)
+
+    public init(database: PostgresConfiguration, merchantID: String = "default", maximumConnections: Int = 8) {
+        self.database = database
+        self.merchantID = merchantID
+        self.maximumConnections = maximumConnections
+    }
+}
+
+/// The OrderFlow engine: orders, their transitions and the activity commands they imply.
+///
+/// Every transition is one atomic statement that moves the order, appends to its history and
+/// enqueues the activity command; a worker (`OrderFlowWorker`) turns commands into pushes.
+///
+/// ```swift
+/// let engine = OrderFlowEngine(configuration: .init(database: try PostgresConfiguration(url)), logger: logger)
+/// try await engine.applyWorkflow(yaml: yaml, file: "food-order.yaml")
+/// _ = try await engine.createOrder(NewOrder(orderID: "1042", workflow: "food-order",
+///     attributes: ["merchantName": "Luigi's", "orderNumber": "1042", "itemCount": 3]))
+/// try await engine.follow(orderID: "1042", deviceID: "alice-iphone")
+/// _ = try await engine.advance("1042", to: "ready")
+/// await engine.shutdown()
+/// ```
+public final class OrderFlowEngine: Sendable {
+    public let configuration: OrderFlowConfiguration
+    /// The engine's connection pool; the worker in the same process shares it.
+    public let pool: PostgresPool
+    /// Stored workflow versions.
+    public let workflows: WorkflowCatalog
+    /// Signals workers that commands are waiting.
+    public let wakeSignal: WakeSignal
+    let logger: Logger
+
+    /// The channel workers LISTEN on.
+    public static let wakeChannel = "orderflow_wake"
+
+    public init(configuration: OrderFlowConfiguration, logger: Logger = Logger(label: "orderflow")) {
+        self.configuration = configuration
+        self.logger = logger
+        self.pool = PostgresPool(
+            .init(connection: configuration.database, maximumConnections: configuration.maximumConnections,
+                  acquireTimeout: configuration.acquireTimeout),
+            logger: logger)
+        self.workflows = WorkflowCatalog(pool: pool, merchantID: configuration.merchantID)
+        self.wakeSignal = WakeSignal(
+            pool: configuration.notifyWorkers ? pool : nil, channel: Self.wakeChannel,
+            interval: configuration.notifyInterval)
+    }
+
+    /// Closes the engine's connections.
+    public func shutdown() async {
+        await pool.close()
+    }
+
+    var merchantID: String { configuration.merchantID }
+
+    // MARK: Workflows
+
+    /// Validates a workflow file and stores it as a new immutable version if its content changed.
+    public func applyWorkflow(yaml: String, file: String) async throws -> AppliedWorkflow {
+        try await workflows.apply(yaml: yaml, file: file)
+    }
+
+    /// A stored workflow version (the newest when `version` is nil).
+    public func storedWorkflow(name: String, version: Int? = nil) async throws -> StoredWorkflow {
+        try await workflows.stored(named: name, version: version)
+    }
+
+    /// Every stored workflow with its newest version.
+    public func workflowVersions() async throws -> [WorkflowVersionSummary] {
+        try await workflows.summaries()
+    }
+}

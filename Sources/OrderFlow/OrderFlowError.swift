@@ -1,0 +1,63 @@
+import PGKit
+import WorkflowKit
+
+/// An error from the engine, said for a person: what went wrong and what to do.
+public struct OrderFlowError: Error, Sendable, CustomStringConvertible {
+    public enum Code: String, Sendable, Hashable {
+        /// The order, workflow, state or delivery does not exist.
+        case notFound
+        /// An order with this id exists already (and the idempotency key does not match).
+        case alreadyExists
+        /// The order changed while the request ran, or is not in the state the caller expected.
+        case conflict
+        /// The workflow does not allow this transition from the order's current state.
+        case invalidTransition
+        /// A value the caller gave is not acceptable (attributes, input, token, ambiguous name).
+        case invalidInput
+        /// The database cannot be reached now; retrying later is safe.
+        case databaseUnavailable
+    }
+
+    public var code: Code
+    public var message: String
+    /// The order's state when the error was decided, where it matters.
+    public var currentState: String?
+    /// States, events or names the caller may have meant.
+    public var candidates: [String]
+
+    public init(_ code: Code, _ message: String, currentState: String? = nil, candidates: [String] = []) {
+        self.code = code
+        self.message = message
+        self.currentState = currentState
+        self.candidates = candidates
+    }
+
+    public var description: String { message }
+
+    /// Translates lower layers' errors into the engine's vocabulary; others pass through.
+    static func wrap(_ error: any Error) -> any Error {
+        switch error {
+        case let error as OrderFlowError:
+            return error
+        case let error as PostgresError where error.isConnectionProblem || error.kind == .poolTimeout:
+            return OrderFlowError(.databaseUnavailable, "the database is unavailable (\(error.message)); retry when it is back")
+        case let error as DataValidationError:
+            return OrderFlowError(.invalidInput, error.description)
+        case let error as RenderError:
+            return OrderFlowError(.invalidInput, error.description)
+        default:
+            return error
+        }
+    }
+}
+
+/// Runs `body`, translating errors with `OrderFlowError.wrap`.
+func translatingErrors<T>(
+    isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> T
+) async throws -> T {
+    do {
+        return try await body()
+    } catch {
+        throw OrderFlowError.wrap(error)
+    }
+}
