@@ -67,7 +67,7 @@ public actor WorkflowCatalog {
                 let version = (try latest?.decode("version", as: Int.self) ?? 0) + 1
                 try connection.query(PostgresQuery("""
                     INSERT INTO workflow_versions (merchant_id, name, version, definition, source, checksum)
-                    VALUES ($1, $2, $3, $4::jsonb, $5, encode(sha256(convert_to($4, 'UTF8')), 'hex'))
+                    VALUES ($1, $2, $3, $4::text::jsonb, $5, encode(sha256(convert_to($4::text, 'UTF8')), 'hex'))
                     """, merchantID, workflow.name, version, canonical, yaml))
                 return AppliedWorkflow(name: workflow.name, version: version, created: true)
             }
