@@ -81,7 +81,6 @@ extension OrderFlowEngine {
         expectedState: String? = nil, actor: String? = nil
     ) async throws -> AdvanceResult {
         try await translatingErrors {
-            let started = Date()
             let current = try await pool.query(PostgresQuery("""
                 SELECT o.workflow_name, o.workflow_version, o.state, o.seq, o.attributes, o.content,
                        (SELECT t.seq FROM order_transitions t
@@ -136,7 +135,12 @@ extension OrderFlowEngine {
                 return try await replayByKey(orderID, key: idempotencyKey!)
             }
             guard let newSeq else {
-                throw try await concurrentChange(orderID, assumedState: state, target: target, since: started)
+                // Someone moved the order first; if it was a retry of this very request, that
+                // is our answer.
+                if let idempotencyKey, let replayed = try? await replayByKey(orderID, key: idempotencyKey) {
+                    return replayed
+                }
+                throw try await concurrentChange(orderID, assumedState: state, target: target)
             }
             await wakeSignal.signal()
             let order = try await orderSnapshot(orderID, workflow: workflow)
@@ -224,7 +228,7 @@ extension OrderFlowEngine {
     }
 
     /// The order moved between reading it and writing: say where it is now.
-    private func concurrentChange(_ orderID: String, assumedState: String, target: String, since: Date) async throws -> OrderFlowError {
+    private func concurrentChange(_ orderID: String, assumedState: String, target: String) async throws -> OrderFlowError {
         let now = try await orderSnapshot(orderID)
         return OrderFlowError(
             .conflict,

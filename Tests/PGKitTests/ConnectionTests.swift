@@ -112,39 +112,6 @@ struct ConnectionTests {
         }
     }
 
-    @Test func poolRunsBlockingQueriesOffTheConcurrencyPool() async throws {
-        let configuration = try TestDatabase.serverConfiguration()
-        let pool = PostgresPool(.init(connection: configuration, maximumConnections: 8))
-        // Warm up the connections so that only the sleeps are timed.
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for _ in 0..<8 { group.addTask { try await pool.query(PostgresQuery("SELECT pg_sleep(0.05)")) } }
-            try await group.waitForAll()
-        }
-        let ticks = Ticker()
-        let clock = ContinuousClock()
-        let started = clock.now
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            // Other async work that must keep running while 32 queries block their threads.
-            group.addTask {
-                while clock.now - started < .milliseconds(700) {
-                    try await Task.sleep(for: .milliseconds(10))
-                    ticks.count.add(1, ordering: .relaxed)
-                }
-            }
-            for _ in 0..<32 {
-                group.addTask { try await pool.query(PostgresQuery("SELECT pg_sleep(0.2)")) }
-            }
-            try await group.waitForAll()
-        }
-        let elapsed = clock.now - started
-        #expect(elapsed >= .milliseconds(800), "32 sleeps of 0.2 s through 8 connections cannot finish sooner than 0.8 s")
-        #expect(elapsed < .milliseconds(1600), "took \(elapsed); expected about 4 × 0.2 s")
-        #expect(ticks.count.load(ordering: .relaxed) >= 35, "the ticker only ran \(ticks.count.load(ordering: .relaxed)) times")
-        let stats = await pool.statistics
-        #expect(stats.open <= 8)
-        await pool.close()
-    }
-
     @Test func poolAcquireTimesOut() async throws {
         let configuration = try TestDatabase.serverConfiguration()
         let pool = PostgresPool(.init(connection: configuration, maximumConnections: 1, acquireTimeout: .milliseconds(200)))
@@ -195,4 +162,43 @@ struct ConnectionTests {
 /// Counts the ticks of a task that must keep running while queries block.
 final class Ticker: Sendable {
     let count = Atomic<Int>(0)
+}
+
+/// Timing-sensitive: `scripts/test` runs suites named "Timing" on their own, after the rest,
+/// so that other tests do not compete for the two cores while it measures.
+@Suite("Timing: PostgreSQL pool")
+struct TimingPoolTests {
+    @Test func poolRunsBlockingQueriesOffTheConcurrencyPool() async throws {
+        let configuration = try TestDatabase.serverConfiguration()
+        let pool = PostgresPool(.init(connection: configuration, maximumConnections: 8))
+        // Warm up the connections so that only the sleeps are timed.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 { group.addTask { try await pool.query(PostgresQuery("SELECT pg_sleep(0.05)")) } }
+            try await group.waitForAll()
+        }
+        let ticks = Ticker()
+        let clock = ContinuousClock()
+        let started = clock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            // Other async work that must keep running while 32 queries block their threads.
+            group.addTask {
+                while clock.now - started < .milliseconds(700) {
+                    try await Task.sleep(for: .milliseconds(10))
+                    ticks.count.add(1, ordering: .relaxed)
+                }
+            }
+            for _ in 0..<32 {
+                group.addTask { try await pool.query(PostgresQuery("SELECT pg_sleep(0.2)")) }
+            }
+            try await group.waitForAll()
+        }
+        let elapsed = clock.now - started
+        #expect(elapsed >= .milliseconds(800), "32 sleeps of 0.2 s through 8 connections cannot finish sooner than 0.8 s")
+        #expect(elapsed < .milliseconds(1600), "took \(elapsed); expected about 4 × 0.2 s")
+        #expect(ticks.count.load(ordering: .relaxed) >= 35, "the ticker only ran \(ticks.count.load(ordering: .relaxed)) times")
+        let stats = await pool.statistics
+        #expect(stats.open <= 8)
+        await pool.close()
+    }
+
 }
