@@ -1,0 +1,33 @@
+import Logging
+import ServiceLifecycle
+
+/// Fires the workflows' durable timers ("after 45m in ready, go to cancelled") while a worker
+/// runs. Timers are evaluated from each order's `state_entered_at`, so one that fell due while
+/// no process ran fires on the first scan; each fires exactly once (see `fireDueTimers`).
+public struct TimerService: Service {
+    private let engine: OrderFlowEngine
+    private let interval: Duration
+    private let logger: Logger
+
+    /// - Parameter interval: how often to scan. Default 1 second.
+    public init(engine: OrderFlowEngine, interval: Duration = .seconds(1), logger: Logger = Logger(label: "orderflow.timers")) {
+        self.engine = engine
+        self.interval = interval
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    let fired = try await engine.fireDueTimers()
+                    if fired > 0 { logger.info("timers fired", metadata: ["timers.fired": "\(fired)"]) }
+                } catch {
+                    // The database may be restarting: say so, keep scanning.
+                    logger.warning("timer scan failed; retrying", metadata: ["timers.error": "\(error)"])
+                }
+                try? await Task.sleep(for: interval)
+            }
+        }
+    }
+}
