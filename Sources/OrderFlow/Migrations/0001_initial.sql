@@ -144,6 +144,9 @@ CREATE TABLE activities (
     FOREIGN KEY (merchant_id, order_id) REFERENCES orders (merchant_id, order_id)
 );
 
+-- The worker's periodic look for activities near the 8-hour limit: running ones by start time.
+CREATE INDEX activities_running ON activities (started_at) WHERE status IN ('active', 'starting');
+
 -- Every push attempt and its APNs outcome; dead letters are the rows with outcome 'dead'.
 CREATE TABLE deliveries (
     merchant_id   text        NOT NULL,

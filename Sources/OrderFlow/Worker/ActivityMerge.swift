@@ -1,0 +1,243 @@
+import Foundation
+import WorkflowKit
+
+/// Decides what one activity (an order on one device) is sent: the merge of every transition
+/// it has not seen into one push carrying the newest state.
+///
+/// The rules, in order:
+/// - a dead-lettered activity (failures at the bound) waits for a new transition or an
+///   operator's retry; an ended or gone one is never sent anything again;
+/// - near the 8-hour limit the workflow's `on-time-limit` policy applies (end, or end and
+///   push-to-start again);
+/// - with an update token: one `update` (or `end` in a final state) with the newest content,
+///   the newest alert among the unseen transitions and the highest priority among them;
+/// - without one: a push-to-start when the workflow starts activities by push and the device
+///   has a token for the attributes type; while `starting`, nothing until the token arrives;
+/// - a device with no Live Activity token at all but an alert token gets the newest unseen
+///   alert as an ordinary notification;
+/// - at most one push per ``WorkerConfiguration/minimumPushInterval``, none before a backoff
+///   ends: the activity is deferred and later transitions merge into the deferred push.
+struct ActivityMerge {
+    let configuration: WorkerConfiguration
+    /// Epoch seconds.
+    let now: Double
+
+    func plan(order: DispatchOrder, workflow: Workflow, activity: DispatchActivity) -> ActivityPlan {
+        var state = ActivityState(activity)
+        var plan = ActivityPlan(
+            merchantID: order.merchantID, orderID: order.orderID, device: activity.device,
+            exists: activity.status != nil, original: state, state: state, pushes: [], notBefore: nil,
+            attributesType: workflow.attributesType)
+
+        // A new transition, a token registration or an operator's retry gives a dead letter a
+        // fresh series of attempts.
+        let concernsDevice = order.commands.contains { $0.device == activity.device }
+        let newTransition = order.commands.contains { $0.device == nil }
+        let retried = order.commands.contains { $0.kind == .retry && $0.device == activity.device }
+        if retried || (state.failures >= configuration.maximumAttempts && (concernsDevice || newTransition)) {
+            state.failures = 0
+            state.nextAttemptAt = nil
+        }
+        defer { plan.state = state }
+        guard state.failures < configuration.maximumAttempts, let newest = order.newest else { return plan }
+
+        let isFinal = workflow.isFinal(order.state)
+        let pushToStartToken = workflow.lifecycle.start == .pushToStart
+            ? activity.pushToStartTokens?[workflow.attributesType] : nil
+
+        var pushes: [PlannedPush] = []
+        switch state.status {
+        case .ended:
+            return plan
+        case .gone where activity.updateToken == nil:
+            return plan
+        default:
+            break
+        }
+
+        if let updateToken = activity.updateToken {
+            state.status = .active
+            if !isFinal, let startedAt = state.startedAt, now - startedAt >= configuration.timeLimitAge {
+                pushes = timeLimitPushes(order: order, workflow: workflow, newest: newest, state: state,
+                                         updateToken: updateToken, pushToStartToken: pushToStartToken)
+            } else if state.lastSeq < order.seq {
+                pushes = [update(order: order, newest: newest, state: state, token: updateToken, activity: activity)]
+            }
+        } else if state.status == .starting {
+            // The start went out; the app has not reported the activity's token yet.
+            if !isFinal, let startedAt = state.startedAt, now - startedAt >= configuration.timeLimitAge {
+                // The unreachable activity is about to end on its own: start afresh or give up.
+                if workflow.lifecycle.onTimeLimit == .restart, let pushToStartToken,
+                   let start = start(order: order, workflow: workflow, newest: newest, state: state, token: pushToStartToken)
+                {
+                    pushes = [start]
+                } else {
+                    state.status = .ended
+                    state.endedAt = now
+                }
+            }
+        } else if let pushToStartToken, !isFinal {
+            state.status = .waiting
+            if let start = start(order: order, workflow: workflow, newest: newest, state: state, token: pushToStartToken) {
+                pushes = [start]
+            }
+        } else if (activity.pushToStartTokens ?? [:]).isEmpty, let alertToken = activity.alertToken {
+            state.status = .alerts
+            if let alert = alertPush(order: order, state: state, token: alertToken) {
+                pushes = [alert]
+            } else {
+                state.lastSeq = max(state.lastSeq, order.seq)
+            }
+        } else {
+            state.status = .waiting
+        }
+
+        guard !pushes.isEmpty else { return plan }
+        // Pace: one push per interval per activity, none during a backoff.
+        var notBefore = state.nextAttemptAt ?? 0
+        if let lastPushedAt = state.lastPushedAt {
+            notBefore = max(notBefore, lastPushedAt + configuration.minimumPushInterval.inSeconds)
+        }
+        if notBefore > now {
+            plan.notBefore = notBefore
+            return plan
+        }
+        plan.pushes = pushes
+        return plan
+    }
+
+    // MARK: Pushes
+
+    /// The transitions the activity has not been sent, oldest first.
+    private func unseen(_ order: DispatchOrder, after seq: Int) -> ArraySlice<DispatchTransition> {
+        let start = order.transitions.firstIndex { $0.seq > seq } ?? order.transitions.endIndex
+        return order.transitions[start...]
+    }
+
+    /// The newest alert among `transitions` (with the transition's seq).
+    private func newestAlert(in transitions: some BidirectionalCollection<DispatchTransition>) -> (ActivityAlert, Int)? {
+        for transition in transitions.reversed() {
+            if let alert = transition.rendered.alert { return (alert, transition.seq) }
+        }
+        return nil
+    }
+
+    private func timestamp(for newest: DispatchTransition, after last: Int) -> Int {
+        max(newest.rendered.timestamp, last + 1)
+    }
+
+    /// One update (or end) carrying the newest state, the newest unseen alert and the highest
+    /// unseen priority.
+    private func update(order: DispatchOrder, newest: DispatchTransition, state: ActivityState, token: String,
+                        activity: DispatchActivity) -> PlannedPush
+    {
+        let window = unseen(order, after: state.lastSeq)
+        // The first push to an activity the app started itself catches it up: the alerts of
+        // transitions from before the app registered the token are old news.
+        var alertWindow = window.filter { $0.seq > state.lastAlertSeq }
+        if state.lastSeq == 0, let registered = activity.tokenUpdatedAt {
+            alertWindow = alertWindow.filter { $0.occurredAt >= registered }
+        }
+        let alert = newestAlert(in: alertWindow)
+        let priority = window.map(\.rendered.priority).max() ?? newest.rendered.priority
+        let isEnd = newest.rendered.isEnd
+        let payload = LiveActivityPayloadSpec(
+            event: isEnd ? .end : .update,
+            timestamp: timestamp(for: newest, after: state.lastTimestamp),
+            content: newest.rendered.content,
+            alert: alert?.0,
+            staleDate: isEnd ? nil : newest.rendered.staleDate,
+            dismissalDate: isEnd ? newest.rendered.dismissalDate : nil,
+            relevanceScore: isEnd ? nil : newest.rendered.relevanceScore)
+        return PlannedPush(
+            event: isEnd ? .end : .update, tokenKind: .activity, token: token, payload: .liveActivity(payload),
+            priority: alert == nil ? priority : max(priority, 10), seq: order.seq, merged: max(window.count, 1),
+            alertSeq: alert?.1, alertTitle: alert?.0.title.loggedText, apsTimestamp: payload.timestamp,
+            occurredAt: newest.occurredAt, effect: isEnd ? .ended : .updated)
+    }
+
+    /// A push-to-start showing the order's current state; nil when no alert can be given (a
+    /// start without an alert silently fails on the device).
+    private func start(order: DispatchOrder, workflow: Workflow, newest: DispatchTransition, state: ActivityState,
+                       token: String) -> PlannedPush?
+    {
+        let rendered = try? workflow.renderStart(
+            in: order.state, attributes: order.attributes,
+            input: order.state == workflow.initialState ? order.startInput : [:],
+            previous: newest.rendered.content, at: Date(timeIntervalSince1970: TimeInterval(newest.rendered.timestamp)))
+        let fallbackAlert = newestAlert(in: order.transitions.filter { $0.seq <= order.seq })
+        guard let alert = rendered?.update.alert ?? fallbackAlert?.0, !alert.isBlank else { return nil }
+        guard let attributes = rendered?.attributes ?? (try? workflow.appAttributes(order.attributes)) else { return nil }
+        let payload = LiveActivityPayloadSpec(
+            event: .start,
+            timestamp: timestamp(for: newest, after: state.lastTimestamp),
+            content: newest.rendered.content,
+            alert: alert,
+            staleDate: newest.rendered.staleDate,
+            relevanceScore: newest.rendered.relevanceScore,
+            attributesType: workflow.attributesType,
+            attributes: attributes)
+        let window = unseen(order, after: state.lastSeq)
+        return PlannedPush(
+            event: .start, tokenKind: .pushToStart, token: token, payload: .liveActivity(payload), priority: 10,
+            seq: order.seq, merged: max(window.count, 1), alertSeq: nil, alertTitle: alert.title.loggedText,
+            apsTimestamp: payload.timestamp, occurredAt: newest.occurredAt, effect: .started)
+    }
+
+    /// At the 8-hour limit: end the activity, and with `restart` start a new one by push.
+    private func timeLimitPushes(order: DispatchOrder, workflow: Workflow, newest: DispatchTransition,
+                                 state: ActivityState, updateToken: String, pushToStartToken: String?) -> [PlannedPush]
+    {
+        let restart = workflow.lifecycle.onTimeLimit == .restart
+        let endTimestamp = timestamp(for: newest, after: state.lastTimestamp)
+        let end = LiveActivityPayloadSpec(
+            event: .end, timestamp: endTimestamp, content: newest.rendered.content,
+            // Replaced at once by the new activity; otherwise the system's default.
+            dismissalDate: restart ? Int(now.rounded(.down)) : nil)
+        var pushes = [PlannedPush(
+            event: .end, tokenKind: .activity, token: updateToken, payload: .liveActivity(end), priority: 10,
+            seq: order.seq, merged: max(unseen(order, after: state.lastSeq).count, 1), alertSeq: nil, alertTitle: nil,
+            apsTimestamp: endTimestamp, occurredAt: newest.occurredAt, effect: restart ? .endedForRestart : .ended)]
+        if restart, let pushToStartToken {
+            var next = state
+            next.lastTimestamp = endTimestamp
+            if let start = start(order: order, workflow: workflow, newest: newest, state: next, token: pushToStartToken) {
+                pushes.append(start)
+            } else {
+                pushes[0].effect = .ended
+            }
+        } else {
+            pushes[0].effect = .ended
+        }
+        return pushes
+    }
+
+    /// The newest alert the device has not been sent, as an ordinary notification.
+    private func alertPush(order: DispatchOrder, state: ActivityState, token: String) -> PlannedPush? {
+        let window = unseen(order, after: state.lastAlertSeq)
+        guard let (alert, alertSeq) = newestAlert(in: window), let newest = order.newest else { return nil }
+        return PlannedPush(
+            event: .alert, tokenKind: .device, token: token,
+            payload: .alert(AlertPayloadSpec(alert: alert, orderID: order.orderID)), priority: 10,
+            seq: order.seq, merged: window.filter { $0.rendered.alert != nil }.count, alertSeq: alertSeq,
+            alertTitle: alert.title.loggedText, apsTimestamp: newest.rendered.timestamp,
+            occurredAt: newest.occurredAt, effect: .alerted)
+    }
+}
+
+extension LocalizableText {
+    /// The text for logs and `deliveries.alert_title`: plain text, or the localization key.
+    var loggedText: String {
+        switch self {
+        case .plain(let text): text
+        case .localized(let key, _): key
+        }
+    }
+
+    var isBlank: Bool { loggedText.trimmingCharacters(in: .whitespaces).isEmpty }
+}
+
+extension ActivityAlert {
+    /// An alert with neither title nor body: a start carrying it would silently fail.
+    var isBlank: Bool { title.isBlank && body.isBlank }
+}

@@ -1,0 +1,189 @@
+import Foundation
+import WorkflowKit
+
+/// One claimed order as the worker read it: the order, its pending commands, its followers'
+/// activities and the transitions they have not been sent, all from one snapshot.
+struct DispatchOrder: Sendable {
+    var merchantID: String
+    var orderID: String
+    var workflowName: String
+    var workflowVersion: Int
+    var state: String
+    var seq: Int
+    /// The static attributes as given at creation (normalized).
+    var attributes: JSONValue
+    /// The creation's input (`lifecycle.start-input`), for the start alert's templates.
+    var startInput: JSONValue
+    var commands: [DispatchCommand]
+    var activities: [DispatchActivity]
+    /// Ascending by `seq`; always includes the order's newest transition.
+    var transitions: [DispatchTransition]
+
+    /// The rendering of the order's current state.
+    var newest: DispatchTransition? { transitions.last { $0.seq == seq } }
+}
+
+/// A pending `activity_commands` row.
+struct DispatchCommand: Sendable, Hashable, Decodable {
+    enum Kind: String, Sendable, Decodable {
+        case start, update, end, sync, retry
+    }
+
+    var id: Int64
+    var seq: Int
+    var kind: Kind
+    /// For `sync` and `retry`: the one device concerned.
+    var device: String?
+}
+
+/// A follower of the order and its `activities` row (absent fields: no row yet).
+struct DispatchActivity: Sendable, Hashable, Decodable {
+    var device: String
+    var followedAt: Double
+    /// `activities.status`; nil when the row does not exist yet.
+    var status: String?
+    var updateToken: String?
+    var tokenUpdatedAt: Double?
+    var startedAt: Double?
+    var lastSeq: Int
+    var lastAlertSeq: Int
+    var lastTimestamp: Int
+    var lastPushedAt: Double?
+    var nextAttemptAt: Double?
+    var failures: Int
+    /// The device's ordinary APNs token, when still valid.
+    var alertToken: String?
+    /// Valid push-to-start tokens by `ActivityAttributes` type.
+    var pushToStartTokens: [String: String]?
+}
+
+/// A transition the merge may fold into a push.
+struct DispatchTransition: Sendable, Hashable, Decodable {
+    var seq: Int
+    /// Commit time, epoch seconds with fractions: the base of the end-to-end latency.
+    var occurredAt: Double
+    var rendered: StoredRendering
+}
+
+/// An activity's row as the worker will write it back.
+struct ActivityState: Sendable, Hashable {
+    enum Status: String, Sendable, Hashable {
+        case waiting, starting, active, ended, gone, alerts
+    }
+
+    var status: Status
+    /// The update token the worker saw. Status and start time are written back only while the
+    /// row still holds this token: a token the app registered meanwhile wins.
+    var seenUpdateToken: String?
+    /// Set when APNs declared the seen update token dead.
+    var clearUpdateToken = false
+    var startedAt: Double?
+    var endedAt: Double?
+    var lastSeq: Int
+    var lastAlertSeq: Int
+    var lastTimestamp: Int
+    var lastPushedAt: Double?
+    var nextAttemptAt: Double?
+    var failures: Int
+
+    init(_ activity: DispatchActivity) {
+        status = activity.status.flatMap(Status.init(rawValue:)) ?? .waiting
+        seenUpdateToken = activity.updateToken
+        startedAt = activity.startedAt
+        lastSeq = activity.lastSeq
+        lastAlertSeq = activity.lastAlertSeq
+        lastTimestamp = activity.lastTimestamp
+        lastPushedAt = activity.lastPushedAt
+        nextAttemptAt = activity.nextAttemptAt
+        failures = activity.failures
+    }
+}
+
+/// One push the merge decided on.
+struct PlannedPush: Sendable, Hashable {
+    enum Event: String, Sendable, Hashable {
+        case start, update, end, alert
+    }
+
+    /// `deliveries.token_kind`.
+    enum TokenKind: String, Sendable, Hashable {
+        case activity
+        case pushToStart = "push-to-start"
+        case device
+    }
+
+    /// What a success changes on the activity.
+    enum Effect: Sendable, Hashable {
+        /// The activity shows the order's current state.
+        case updated
+        /// The activity has ended for good.
+        case ended
+        /// The old activity ended at the time limit; a start follows.
+        case endedForRestart
+        /// A push-to-start went out; the app will report the new activity's token.
+        case started
+        /// An alert notification went out instead of a Live Activity.
+        case alerted
+    }
+
+    enum Payload: Sendable, Hashable {
+        case liveActivity(LiveActivityPayloadSpec)
+        case alert(AlertPayloadSpec)
+    }
+
+    var event: Event
+    var tokenKind: TokenKind
+    var token: String
+    var payload: Payload
+    /// 5 or 10.
+    var priority: Int
+    /// The newest transition the push carries.
+    var seq: Int
+    /// Transitions folded into it.
+    var merged: Int
+    /// The transition whose alert it carries, if any.
+    var alertSeq: Int?
+    var alertTitle: String?
+    var apsTimestamp: Int
+    /// Commit time of the newest transition (epoch seconds).
+    var occurredAt: Double
+    var effect: Effect
+}
+
+/// The parts of a Live Activity payload, kept as plain values so the merge is testable and the
+/// request is built (and size-checked) only when sending.
+struct LiveActivityPayloadSpec: Sendable, Hashable {
+    var event: ActivityEvent
+    var timestamp: Int
+    var content: JSONValue?
+    var alert: ActivityAlert?
+    var staleDate: Int?
+    var dismissalDate: Int?
+    var relevanceScore: Double?
+    var attributesType: String?
+    var attributes: JSONValue?
+}
+
+struct AlertPayloadSpec: Sendable, Hashable {
+    var alert: ActivityAlert
+    var orderID: String
+}
+
+/// What the merge decided for one activity.
+struct ActivityPlan: Sendable, Hashable {
+    var merchantID: String
+    var orderID: String
+    var device: String
+    /// Whether an `activities` row exists (else it is inserted).
+    var exists: Bool
+    /// The row as read.
+    var original: ActivityState
+    /// The row to write when nothing is sent (status normalised, failures reset by a retry).
+    var state: ActivityState
+    /// Sent in order, each only after the previous one succeeded.
+    var pushes: [PlannedPush]
+    /// Nothing is sent before this (rate limit or backoff); the order is looked at again then.
+    var notBefore: Double?
+    /// The push-to-start attributes type (to invalidate a dead push-to-start token).
+    var attributesType: String
+}

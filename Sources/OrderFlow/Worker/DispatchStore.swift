@@ -1,0 +1,307 @@
+import Foundation
+import PGKit
+import WorkflowKit
+
+/// The worker's SQL: claim orders, read what they need, write back what was sent. Each method
+/// is one statement (one round trip) for a whole batch of orders.
+struct DispatchStore: Sendable {
+    let pool: PostgresPool
+
+    struct OrderKey: Sendable, Hashable {
+        var merchantID: String
+        var orderID: String
+    }
+
+    // MARK: Claim
+
+    /// Leases up to `limit` orders that have commands due and no live lease.
+    ///
+    /// Candidates come from the ready commands in `(available_at, id)` order (the index), joined
+    /// to their orders so that orders leased by other workers are passed over; the order rows
+    /// are then locked `FOR UPDATE SKIP LOCKED` (so concurrent claims never return the same
+    /// order, and an order being moved by the engine is taken next time) and leased.
+    func claim(workerID: String, limit: Int, lease: Duration) async throws -> [OrderKey] {
+        try await pool.query(PostgresQuery("""
+            WITH candidates AS (
+                SELECT DISTINCT ready.merchant_id, ready.order_id
+                FROM (
+                    SELECT c.merchant_id, c.order_id
+                    FROM activity_commands c
+                    JOIN orders o ON o.merchant_id = c.merchant_id AND o.order_id = c.order_id
+                    WHERE c.available_at <= now()
+                      AND (o.dispatch_lease_until IS NULL OR o.dispatch_lease_until < now())
+                    ORDER BY c.available_at, c.id
+                    LIMIT $2 * 4
+                ) ready
+            ), locked AS (
+                SELECT o.merchant_id, o.order_id
+                FROM orders o
+                JOIN candidates k ON k.merchant_id = o.merchant_id AND k.order_id = o.order_id
+                WHERE o.dispatch_lease_until IS NULL OR o.dispatch_lease_until < now()
+                LIMIT $2
+                FOR UPDATE OF o SKIP LOCKED
+            )
+            UPDATE orders o
+            SET dispatch_lease_until = now() + make_interval(secs => $3), dispatch_owner = $1
+            FROM locked
+            WHERE o.merchant_id = locked.merchant_id AND o.order_id = locked.order_id
+            RETURNING o.merchant_id, o.order_id
+            """, workerID, limit, lease.inSeconds)
+        ).map { OrderKey(merchantID: try $0.decode("merchant_id"), orderID: try $0.decode("order_id")) }
+    }
+
+    // MARK: Load
+
+    /// Reads the claimed orders with their due commands, followers' activities and tokens, and
+    /// the transitions not every follower has seen (at most `maximumTransitions` newest, always
+    /// including the current one): one snapshot, so an order and its history agree.
+    func load(_ keys: [OrderKey], maximumTransitions: Int) async throws -> [DispatchOrder] {
+        guard !keys.isEmpty else { return [] }
+        let rows = try await pool.query(PostgresQuery("""
+            SELECT o.merchant_id, o.order_id, o.workflow_name, o.workflow_version, o.state, o.seq, o.attributes,
+                   COALESCE((SELECT t.input FROM order_transitions t
+                             WHERE t.merchant_id = o.merchant_id AND t.order_id = o.order_id AND t.seq = 1),
+                            '{}'::jsonb) AS start_input,
+                   COALESCE((SELECT json_agg(json_build_object('id', c.id, 'seq', c.seq, 'kind', c.kind, 'device', c.device_id)
+                                             ORDER BY c.id)
+                             FROM activity_commands c
+                             WHERE c.merchant_id = o.merchant_id AND c.order_id = o.order_id AND c.available_at <= now()),
+                            '[]'::json) AS commands,
+                   COALESCE((SELECT json_agg(json_build_object(
+                                 'device', f.device_id,
+                                 'followedAt', extract(epoch FROM f.followed_at),
+                                 'status', a.status,
+                                 'updateToken', a.update_token,
+                                 'tokenUpdatedAt', extract(epoch FROM a.token_updated_at),
+                                 'startedAt', extract(epoch FROM a.started_at),
+                                 'lastSeq', COALESCE(a.last_seq, 0),
+                                 'lastAlertSeq', COALESCE(a.last_alert_seq, 0),
+                                 'lastTimestamp', COALESCE(a.last_timestamp, 0),
+                                 'lastPushedAt', extract(epoch FROM a.last_pushed_at),
+                                 'nextAttemptAt', extract(epoch FROM a.next_attempt_at),
+                                 'failures', COALESCE(a.failures, 0),
+                                 'alertToken', CASE WHEN d.alert_token_invalid_at IS NULL THEN d.alert_token END,
+                                 'pushToStartTokens', (SELECT json_object_agg(p.attributes_type, p.token)
+                                                       FROM push_to_start_tokens p
+                                                       WHERE p.merchant_id = f.merchant_id AND p.device_id = f.device_id
+                                                         AND p.invalid_at IS NULL))
+                                             ORDER BY f.device_id)
+                             FROM order_followers f
+                             LEFT JOIN activities a
+                                    ON a.merchant_id = f.merchant_id AND a.order_id = f.order_id AND a.device_id = f.device_id
+                             LEFT JOIN devices d ON d.merchant_id = f.merchant_id AND d.device_id = f.device_id
+                             WHERE f.merchant_id = o.merchant_id AND f.order_id = o.order_id),
+                            '[]'::json) AS activities,
+                   COALESCE((SELECT json_agg(json_build_object('seq', h.seq, 'occurredAt', extract(epoch FROM h.occurred_at),
+                                                               'rendered', h.rendered) ORDER BY h.seq)
+                             FROM (SELECT t.seq, t.occurred_at, t.rendered
+                                   FROM order_transitions t
+                                   WHERE t.merchant_id = o.merchant_id AND t.order_id = o.order_id
+                                     AND t.seq > LEAST(o.seq - 1, (
+                                         SELECT min(LEAST(COALESCE(a.last_seq, 0), COALESCE(a.last_alert_seq, 0)))
+                                         FROM order_followers f
+                                         LEFT JOIN activities a ON a.merchant_id = f.merchant_id AND a.order_id = f.order_id
+                                                               AND a.device_id = f.device_id
+                                         WHERE f.merchant_id = o.merchant_id AND f.order_id = o.order_id))
+                                   ORDER BY t.seq DESC
+                                   LIMIT $3) h),
+                            '[]'::json) AS transitions
+            FROM orders o
+            JOIN unnest($1::text[], $2::text[]) AS k(merchant_id, order_id)
+              ON o.merchant_id = k.merchant_id AND o.order_id = k.order_id
+            """, keys.map(\.merchantID), keys.map(\.orderID), maximumTransitions))
+        let decoder = JSONDecoder()
+        return try rows.map { row in
+            DispatchOrder(
+                merchantID: try row.decode("merchant_id"),
+                orderID: try row.decode("order_id"),
+                workflowName: try row.decode("workflow_name"),
+                workflowVersion: try row.decode("workflow_version"),
+                state: try row.decode("state"),
+                seq: try row.decode("seq"),
+                attributes: try JSONValue(postgres: row.decode("attributes")),
+                startInput: try JSONValue(postgres: row.decode("start_input")),
+                commands: try decoder.decode([DispatchCommand].self, from: Data(row.decode("commands", as: String.self).utf8)),
+                activities: try decoder.decode([DispatchActivity].self, from: Data(row.decode("activities", as: String.self).utf8)),
+                transitions: try decoder.decode([DispatchTransition].self, from: Data(row.decode("transitions", as: String.self).utf8)))
+        }
+    }
+
+    // MARK: Complete
+
+    /// What one batch changes, written in one statement.
+    struct Completion: Sendable {
+        var deliveries: [DeliveryRow] = []
+        var activities: [ActivityRow] = []
+        var deadPushToStartTokens: [DeadToken] = []
+        var deadAlertTokens: [DeadToken] = []
+        /// Commands that were handled (deleted).
+        var handledCommands: [CommandRow] = []
+        /// Wake-ups for deferred activities (rate limit, backoff).
+        var deferrals: [Deferral] = []
+        /// Orders whose lease ends now.
+        var released: [OrderRow] = []
+    }
+
+    struct ActivityRow: Sendable, Hashable, Encodable {
+        var merchantId: String
+        var orderId: String
+        var deviceId: String
+        var rowExists: Bool
+        var seenToken: String?
+        var clearToken: Bool
+        var status: String
+        var startedAt: Double?
+        var endedAt: Double?
+        var lastSeq: Int
+        var lastAlertSeq: Int
+        var lastTimestamp: Int
+        var lastPushedAt: Double?
+        var nextAttemptAt: Double?
+        var failures: Int
+    }
+
+    struct DeadToken: Sendable, Hashable, Encodable {
+        var merchantId: String
+        var deviceId: String
+        var attributesType: String?
+        var token: String
+    }
+
+    struct CommandRow: Sendable, Hashable, Encodable {
+        var merchantId: String
+        var orderId: String
+        var id: Int64
+    }
+
+    struct Deferral: Sendable, Hashable, Encodable {
+        var merchantId: String
+        var orderId: String
+        var deviceId: String
+        var seq: Int
+        var availableAt: Double
+    }
+
+    struct OrderRow: Sendable, Hashable, Encodable {
+        var merchantId: String
+        var orderId: String
+    }
+
+    /// Records the attempts, writes the activities back, invalidates dead tokens, deletes the
+    /// handled commands, schedules deferred ones and ends the leases: one atomic statement.
+    ///
+    /// Activity rows change only where this worker's view still holds: status and start time
+    /// only while the row keeps the update token the worker saw (a token registered meanwhile
+    /// wins), sequence numbers and timestamps only forwards.
+    func complete(workerID: String, _ completion: Completion) async throws {
+        let encoder = JSONEncoder()
+        encoder.keyEncodingStrategy = .convertToSnakeCase
+        func json(_ value: some Encodable) throws -> PostgresJSON {
+            PostgresJSON(String(decoding: try encoder.encode(value), as: UTF8.self))
+        }
+        try await pool.query(PostgresQuery("""
+            WITH delivered AS (
+                INSERT INTO deliveries (merchant_id, order_id, device_id, seq, merged, event, token_kind, token_suffix,
+                                        priority, aps_timestamp, alert_title, apns_id, status, reason, outcome,
+                                        attempted_at, latency_ms)
+                SELECT r.merchant_id, r.order_id, r.device_id, r.seq, r.merged, r.event, r.token_kind, r.token_suffix,
+                       r.priority, r.aps_timestamp, r.alert_title, r.apns_id, r.status, r.reason, r.outcome,
+                       to_timestamp(r.attempted_at), r.latency_ms
+                FROM jsonb_to_recordset($2::jsonb) AS r(
+                    merchant_id text, order_id text, device_id text, seq integer, merged integer, event text,
+                    token_kind text, token_suffix text, priority smallint, aps_timestamp bigint, alert_title text,
+                    apns_id uuid, status smallint, reason text, outcome text, attempted_at double precision,
+                    latency_ms double precision)
+            ), activity_rows AS (
+                SELECT * FROM jsonb_to_recordset($3::jsonb) AS r(
+                    merchant_id text, order_id text, device_id text, row_exists boolean, seen_token text,
+                    clear_token boolean, status text, started_at double precision, ended_at double precision,
+                    last_seq integer, last_alert_seq integer, last_timestamp bigint, last_pushed_at double precision,
+                    next_attempt_at double precision, failures integer)
+            ), updated AS (
+                UPDATE activities a SET
+                    status = CASE WHEN a.update_token IS NOT DISTINCT FROM r.seen_token THEN r.status ELSE a.status END,
+                    update_token = CASE WHEN r.clear_token AND a.update_token IS NOT DISTINCT FROM r.seen_token
+                                        THEN NULL ELSE a.update_token END,
+                    started_at = CASE WHEN a.update_token IS NOT DISTINCT FROM r.seen_token
+                                      THEN to_timestamp(r.started_at) ELSE a.started_at END,
+                    ended_at = CASE WHEN a.update_token IS NOT DISTINCT FROM r.seen_token
+                                    THEN to_timestamp(r.ended_at) ELSE a.ended_at END,
+                    last_seq = GREATEST(a.last_seq, r.last_seq),
+                    last_alert_seq = GREATEST(a.last_alert_seq, r.last_alert_seq),
+                    last_timestamp = GREATEST(a.last_timestamp, r.last_timestamp),
+                    last_pushed_at = GREATEST(a.last_pushed_at, to_timestamp(r.last_pushed_at)),
+                    next_attempt_at = to_timestamp(r.next_attempt_at),
+                    failures = r.failures
+                FROM activity_rows r
+                WHERE r.row_exists AND a.merchant_id = r.merchant_id AND a.order_id = r.order_id
+                  AND a.device_id = r.device_id
+            ), inserted AS (
+                INSERT INTO activities (merchant_id, order_id, device_id, status, started_at, ended_at, last_seq,
+                                        last_alert_seq, last_timestamp, last_pushed_at, next_attempt_at, failures)
+                SELECT r.merchant_id, r.order_id, r.device_id, r.status, to_timestamp(r.started_at),
+                       to_timestamp(r.ended_at), r.last_seq, r.last_alert_seq, r.last_timestamp,
+                       to_timestamp(r.last_pushed_at), to_timestamp(r.next_attempt_at), r.failures
+                FROM activity_rows r
+                WHERE NOT r.row_exists
+                ON CONFLICT (merchant_id, order_id, device_id) DO NOTHING
+            ), dead_push_to_start AS (
+                UPDATE push_to_start_tokens p SET invalid_at = now()
+                FROM jsonb_to_recordset($4::jsonb) AS r(merchant_id text, device_id text, attributes_type text, token text)
+                WHERE p.merchant_id = r.merchant_id AND p.device_id = r.device_id
+                  AND p.attributes_type = r.attributes_type AND p.token = r.token
+            ), dead_alert AS (
+                UPDATE devices d SET alert_token_invalid_at = now()
+                FROM jsonb_to_recordset($5::jsonb) AS r(merchant_id text, device_id text, token text)
+                WHERE d.merchant_id = r.merchant_id AND d.device_id = r.device_id AND d.alert_token = r.token
+            ), handled AS (
+                DELETE FROM activity_commands c
+                USING jsonb_to_recordset($6::jsonb) AS r(merchant_id text, order_id text, id bigint)
+                WHERE c.merchant_id = r.merchant_id AND c.order_id = r.order_id AND c.id = r.id
+            ), deferred AS (
+                INSERT INTO activity_commands (merchant_id, order_id, seq, kind, device_id, available_at)
+                SELECT r.merchant_id, r.order_id, r.seq, 'sync', r.device_id, to_timestamp(r.available_at)
+                FROM jsonb_to_recordset($7::jsonb) AS r(merchant_id text, order_id text, device_id text, seq integer,
+                                                        available_at double precision)
+            )
+            UPDATE orders o SET dispatch_lease_until = NULL, dispatch_owner = NULL
+            FROM jsonb_to_recordset($8::jsonb) AS r(merchant_id text, order_id text)
+            WHERE o.merchant_id = r.merchant_id AND o.order_id = r.order_id AND o.dispatch_owner = $1
+            """, workerID, try json(completion.deliveries), try json(completion.activities),
+            try json(completion.deadPushToStartTokens), try json(completion.deadAlertTokens),
+            try json(completion.handledCommands), try json(completion.deferrals), try json(completion.released)))
+    }
+
+    /// Ends this worker's leases on `keys` without touching their commands.
+    func release(workerID: String, _ keys: [OrderKey]) async throws {
+        guard !keys.isEmpty else { return }
+        try await pool.query(PostgresQuery("""
+            UPDATE orders o SET dispatch_lease_until = NULL, dispatch_owner = NULL
+            FROM unnest($2::text[], $3::text[]) AS k(merchant_id, order_id)
+            WHERE o.merchant_id = k.merchant_id AND o.order_id = k.order_id AND o.dispatch_owner = $1
+            """, workerID, keys.map(\.merchantID), keys.map(\.orderID)))
+    }
+
+    // MARK: Housekeeping
+
+    /// Queues a `sync` for every running activity that reached `age` seconds and has nothing
+    /// pending, so the time-limit policy is applied although no transition happens.
+    func queueTimeLimitChecks(age: TimeInterval, maximumAttempts: Int) async throws -> Int {
+        try await pool.query(PostgresQuery("""
+            INSERT INTO activity_commands (merchant_id, order_id, seq, kind, device_id)
+            SELECT a.merchant_id, a.order_id, o.seq, 'sync', a.device_id
+            FROM activities a
+            JOIN orders o ON o.merchant_id = a.merchant_id AND o.order_id = a.order_id
+            WHERE a.status IN ('active', 'starting')
+              AND a.started_at <= now() - make_interval(secs => $1)
+              AND a.failures < $2
+              AND NOT EXISTS (SELECT 1 FROM activity_commands c
+                              WHERE c.merchant_id = a.merchant_id AND c.order_id = a.order_id)
+            """, age, maximumAttempts)).affectedRows
+    }
+
+    /// Commands waiting, due or deferred.
+    func queueDepth() async throws -> Int {
+        try await pool.query(PostgresQuery("SELECT count(*) AS depth FROM activity_commands")).single().decode("depth")
+    }
+}

@@ -1,0 +1,490 @@
+import APNS
+import Foundation
+import Logging
+import Metrics
+import PGKit
+import ServiceLifecycle
+import Synchronization
+import WorkflowKit
+
+/// Turns activity commands into APNs pushes: claims orders, merges each activity's unseen
+/// transitions into one push, sends it and records the outcome.
+///
+/// Any number of workers (in one process or many) can run against one database: an order is
+/// leased to one worker at a time (`orders.dispatch_lease_until`), so no push is sent twice, and
+/// a worker that dies leaves its leases to expire for the others.
+///
+/// Wake-ups come from the engine in the same process (``WakeSignal``), from
+/// `LISTEN orderflow_wake` (a ``PostgresListener``, for engines elsewhere) and from adaptive
+/// polling (5 ms right after work, backing off to 250 ms when idle), so a commit reaches
+/// APNs within milliseconds without a NOTIFY inside any transaction.
+///
+/// Run it in a `ServiceGroup` after the pool (and listener): at graceful shutdown it stops
+/// claiming, lets in-flight sends finish (at most ``WorkerConfiguration/shutdownGracePeriod``),
+/// gives back the leases of orders it did not finish and returns. Cancelling its task instead
+/// behaves like a crash: leases stay until they expire.
+public final class OrderFlowWorker: Service, Sendable {
+    public let configuration: WorkerConfiguration
+    private let pool: PostgresPool
+    private let store: DispatchStore
+    private let sender: any PushSender
+    private let wakeSignal: WakeSignal?
+    private let listener: PostgresListener?
+    private let logger: Logger
+    private let metrics: WorkerMetrics
+    private let doorbell = WorkerDoorbell()
+    private let stopping = StopLatch()
+    private let pause = Mutex(PauseState())
+    /// The earliest time a deferral this worker wrote falls due: idle polls wake up for it.
+    private let nextDeferral = Mutex(Double.infinity)
+    private let catalogs = Mutex([String: WorkflowCatalog]())
+
+    private struct PauseState {
+        /// Set while a configuration or credentials error stops sending: sending resumes then.
+        var until: Double?
+        var reason: String?
+    }
+
+    /// - Parameters:
+    ///   - pool: connections for claiming and recording (a few per worker suffice).
+    ///   - sender: an ``APNSClient`` (or a stand-in).
+    ///   - wakeSignal: the engine's signal when the engine runs in this process
+    ///     (`engine.wakeSignal`): commits wake the worker at once.
+    ///   - listener: a listener on ``OrderFlowEngine/wakeChannel`` for engines in other
+    ///     processes; run it in the same `ServiceGroup`. The worker consumes its events.
+    ///   - logger: metadata keys start with `orderflow.`; tokens appear as their last 8 characters.
+    ///   - metricsFactory: where metrics go; by default the process's `MetricsSystem`.
+    public init(
+        configuration: WorkerConfiguration,
+        pool: PostgresPool,
+        sender: any PushSender,
+        wakeSignal: WakeSignal? = nil,
+        listener: PostgresListener? = nil,
+        logger: Logger,
+        metricsFactory: (any MetricsFactory)? = nil
+    ) {
+        self.configuration = configuration
+        self.pool = pool
+        self.store = DispatchStore(pool: pool)
+        self.sender = sender
+        self.wakeSignal = wakeSignal
+        self.listener = listener
+        var logger = logger
+        logger[metadataKey: "orderflow.worker"] = "\(configuration.workerID)"
+        self.logger = logger
+        self.metrics = WorkerMetrics(factory: metricsFactory ?? MetricsSystem.factory)
+    }
+
+    // MARK: Running
+
+    /// Claims and sends until graceful shutdown (or cancellation).
+    public func run() async throws {
+        logger.info("worker started", metadata: [
+            "orderflow.batch_size": "\(configuration.batchSize)",
+            "orderflow.concurrent_batches": "\(configuration.concurrentBatches)",
+            "orderflow.wake": "\(wakeSources)",
+        ])
+        await withGracefulShutdownHandler {
+            await withTaskGroup(of: Void.self) { helpers in
+                if let wakeSignal {
+                    let doorbell = self.doorbell
+                    helpers.addTask {
+                        for await _ in wakeSignal.wakeUps() { doorbell.ring() }
+                    }
+                }
+                if let listener {
+                    helpers.addTask { await self.forwardNotifications(from: listener) }
+                }
+                helpers.addTask { await self.checkTimeLimits() }
+                if let interval = configuration.queueDepthSampleInterval {
+                    helpers.addTask { await self.sampleQueueDepth(every: interval) }
+                }
+                await withTaskGroup(of: Void.self) { lanes in
+                    for lane in 0..<configuration.concurrentBatches {
+                        lanes.addTask { await self.claimLoop(lane: lane) }
+                    }
+                }
+                helpers.cancelAll()
+            }
+        } onGracefulShutdown: {
+            self.stopping.set()
+            self.doorbell.ring()
+        }
+        if Task.isCancelled {
+            logger.info("worker cancelled; its leases expire on their own")
+        } else {
+            logger.info("worker stopped")
+        }
+    }
+
+    private var wakeSources: String {
+        var sources: [String] = []
+        if wakeSignal != nil { sources.append("in-process") }
+        if listener != nil { sources.append("listen") }
+        sources.append("poll")
+        return sources.joined(separator: "+")
+    }
+
+    private func forwardNotifications(from listener: PostgresListener) async {
+        for await event in listener.events {
+            switch event {
+            case .notification(let channel, _) where channel == OrderFlowEngine.wakeChannel:
+                doorbell.ring()
+            case .connected:
+                // Notifications sent while the listener was away are lost: look now.
+                doorbell.ring()
+            case .notification:
+                break
+            }
+        }
+    }
+
+    /// One claim loop: claim a batch, send it, record it; when a claim comes back empty, wait
+    /// for a wake-up or the next poll.
+    private func claimLoop(lane: Int) async {
+        var idle = configuration.idlePollMinimum
+        var failures = 0
+        while !stopping.isSet && !Task.isCancelled {
+            if let resume = pausedUntil() {
+                await stopping.wait(timeout: .seconds(max(0.001, resume - now())))
+                continue
+            }
+            let ticket = doorbell.ticket
+            let claimed: [DispatchStore.OrderKey]
+            do {
+                claimed = try await store.claim(
+                    workerID: configuration.workerID, limit: configuration.batchSize, lease: configuration.lease)
+                failures = 0
+            } catch {
+                if Task.isCancelled { return }
+                failures += 1
+                let delay = min(5.0, 0.05 * pow(2, Double(min(failures, 10))))
+                logger.warning("cannot claim orders; retrying", metadata: [
+                    "orderflow.error": "\(error)", "orderflow.retry_in_s": "\(delay)", "orderflow.lane": "\(lane)",
+                ])
+                await stopping.wait(timeout: .seconds(delay))
+                continue
+            }
+            if claimed.isEmpty {
+                // Nothing due: sleep until a wake-up, the next poll or a deferral falls due.
+                var timeout = idle.inSeconds
+                let due = nextDeferral.withLock { $0 }
+                if due.isFinite {
+                    let untilDue = due - now()
+                    if untilDue <= 0 {
+                        nextDeferral.withLock { if $0 == due { $0 = .infinity } }
+                    } else {
+                        timeout = min(timeout, untilDue + 0.001)
+                    }
+                }
+                await doorbell.wait(after: ticket, timeout: .seconds(timeout))
+                idle = doorbell.ticket != ticket
+                    ? configuration.idlePollMinimum
+                    : min(idle * 2, configuration.idlePollMaximum)
+                continue
+            }
+            idle = configuration.idlePollMinimum
+            await dispatch(claimed)
+        }
+    }
+
+    // MARK: One batch
+
+    /// Loads, merges, sends and records one claimed batch. Errors are logged; leases of orders
+    /// that could not be finished are given back (or, when the task is cancelled, left to expire).
+    private func dispatch(_ keys: [DispatchStore.OrderKey]) async {
+        let orders: [DispatchOrder]
+        do {
+            orders = try await store.load(keys, maximumTransitions: configuration.maximumTransitionsMerged)
+        } catch {
+            logger.error("cannot read claimed orders; releasing them", metadata: ["orderflow.error": "\(error)"])
+            if !Task.isCancelled { try? await store.release(workerID: configuration.workerID, keys) }
+            return
+        }
+
+        // Merge: what each activity is sent.
+        let merge = ActivityMerge(configuration: configuration, now: now())
+        var plans: [ActivityPlan] = []
+        var planned: [(order: DispatchOrder, plans: Range<Int>)] = []
+        var stuck: [DispatchStore.OrderKey] = []
+        for order in orders {
+            guard let workflow = await workflow(for: order) else {
+                // Keep the lease: the order is looked at again when it expires, not in a hot loop.
+                stuck.append(.init(merchantID: order.merchantID, orderID: order.orderID))
+                continue
+            }
+            let first = plans.count
+            for activity in order.activities {
+                plans.append(merge.plan(order: order, workflow: workflow, activity: activity))
+            }
+            planned.append((order, first..<plans.count))
+        }
+        let loaded = Set(orders.map { DispatchStore.OrderKey(merchantID: $0.merchantID, orderID: $0.orderID) })
+        let vanished = keys.filter { !loaded.contains($0) }
+
+        let attempts = await send(plans)
+        if Task.isCancelled { return }  // as after a crash: the leases expire, the orders are sent again
+
+        var completion = DispatchStore.Completion()
+        var earliestDeferral = Double.infinity
+        for (order, range) in planned {
+            var unfinished = false
+            var deferrals: [DispatchStore.Deferral] = []
+            for index in range {
+                let outcome = ActivityOutcome(plan: plans[index], attempts: attempts[index], configuration: configuration)
+                record(outcome, into: &completion)
+                unfinished = unfinished || outcome.unfinished
+                if let revisit = outcome.revisitAt {
+                    deferrals.append(.init(merchantId: order.merchantID, orderId: order.orderID,
+                                           deviceId: outcome.plan.device, seq: order.seq, availableAt: revisit))
+                    earliestDeferral = min(earliestDeferral, revisit)
+                }
+            }
+            if !unfinished {
+                // Every command read is handled; deferred activities get a wake-up of their own.
+                completion.handledCommands += order.commands.map {
+                    .init(merchantId: order.merchantID, orderId: order.orderID, id: $0.id)
+                }
+                completion.deferrals += deferrals
+            }
+            completion.released.append(.init(merchantId: order.merchantID, orderId: order.orderID))
+        }
+        completion.released += vanished.map { .init(merchantId: $0.merchantID, orderId: $0.orderID) }
+
+        do {
+            try await store.complete(workerID: configuration.workerID, completion)
+        } catch {
+            // The pushes went out but are not recorded: they may be sent again after the lease.
+            logger.error("cannot record a batch; its orders are retried when their leases expire", metadata: [
+                "orderflow.error": "\(error)", "orderflow.orders": "\(keys.count)",
+            ])
+            return
+        }
+        if earliestDeferral.isFinite {
+            nextDeferral.withLock { $0 = min($0, earliestDeferral) }
+        }
+        for delivery in completion.deliveries { metrics.record(delivery) }
+        if !stuck.isEmpty {
+            logger.debug("orders left leased until their workflow can be read", metadata: ["orderflow.orders": "\(stuck.count)"])
+        }
+    }
+
+    private func record(_ outcome: ActivityOutcome, into completion: inout DispatchStore.Completion) {
+        let plan = outcome.plan
+        completion.deliveries += outcome.deliveries
+        if outcome.state != plan.original || !plan.exists {
+            let state = outcome.state
+            completion.activities.append(.init(
+                merchantId: plan.merchantID, orderId: plan.orderID, deviceId: plan.device, rowExists: plan.exists,
+                seenToken: state.seenUpdateToken, clearToken: state.clearUpdateToken, status: state.status.rawValue,
+                startedAt: state.startedAt, endedAt: state.endedAt, lastSeq: state.lastSeq,
+                lastAlertSeq: state.lastAlertSeq, lastTimestamp: state.lastTimestamp, lastPushedAt: state.lastPushedAt,
+                nextAttemptAt: state.nextAttemptAt, failures: state.failures))
+        }
+        if let token = outcome.deadPushToStartToken {
+            completion.deadPushToStartTokens.append(.init(
+                merchantId: plan.merchantID, deviceId: plan.device, attributesType: plan.attributesType, token: token))
+        }
+        if let token = outcome.deadAlertToken {
+            completion.deadAlertTokens.append(.init(merchantId: plan.merchantID, deviceId: plan.device, token: token))
+        }
+        for delivery in outcome.deliveries {
+            let metadata: Logger.Metadata = [
+                "orderflow.order": "\(plan.orderID)", "orderflow.device": "\(plan.device)",
+                "orderflow.event": "\(delivery.event)", "orderflow.seq": "\(delivery.seq)",
+                "orderflow.merged": "\(delivery.merged)", "orderflow.outcome": "\(delivery.outcome)",
+                "apns.token_suffix": "\(delivery.tokenSuffix)", "apns.status": "\(delivery.status.map(String.init) ?? "none")",
+                "apns.reason": "\(delivery.reason ?? "")",
+            ]
+            switch delivery.outcome {
+            case "sent": logger.debug("push sent", metadata: metadata)
+            case "dead": logger.warning("push failed \(configuration.maximumAttempts) times; dead letter kept in deliveries", metadata: metadata)
+            case "token_dead": logger.info("APNs declared a token dead; nothing more is sent to it", metadata: metadata)
+            case "rejected": logger.warning("APNs rejected a payload; not retried", metadata: metadata)
+            default: logger.debug("push will be retried", metadata: metadata)
+            }
+        }
+    }
+
+    // MARK: Sending
+
+    /// Sends every plan's pushes: activities concurrently (bounded), each activity's pushes in
+    /// order, stopping at its first failure. At graceful shutdown, sends not yet started are
+    /// skipped and those in flight get the grace period. Returns the attempts per plan.
+    private func send(_ plans: [ActivityPlan]) async -> [[PushAttempt]] {
+        let results = AttemptLog(count: plans.count)
+        let indices = plans.indices.filter { !plans[$0].pushes.isEmpty }
+        guard !indices.isEmpty else { return results.attempts }
+        let limit = configuration.concurrentSends
+        let grace = configuration.shutdownGracePeriod
+        await withTaskGroup(of: Void.self) { watch in
+            watch.addTask {
+                await withTaskGroup(of: Void.self) { group in
+                    var running = 0
+                    for index in indices {
+                        if running >= limit {
+                            await group.next()
+                            running -= 1
+                        }
+                        let pushes = plans[index].pushes
+                        group.addTask {
+                            for push in pushes {
+                                let attempt = await self.attempt(push)
+                                results.append(attempt, at: index)
+                                guard case .sent = attempt else { break }
+                            }
+                        }
+                        running += 1
+                    }
+                }
+            }
+            watch.addTask {
+                await self.stopping.wait()
+                try? await Task.sleep(for: grace)
+            }
+            await watch.next()
+            watch.cancelAll()
+        }
+        return results.attempts
+    }
+
+    private func attempt(_ push: PlannedPush) async -> PushAttempt {
+        if stopping.isSet || pausedUntil() != nil || Task.isCancelled { return .notAttempted }
+        do {
+            let request = try push.request(bundleID: configuration.bundleID)
+            let result = try await sender.send(request)
+            return .sent(apnsID: result.apnsID, status: result.status, answeredAt: now())
+        } catch is CancellationError {
+            return .notAttempted
+        } catch let failure as any APNSSendFailure {
+            if Task.isCancelled { return .notAttempted }
+            let error = failure as? APNSError
+            switch failure.action {
+            case .configurationError, .credentialsError: pauseSending(because: failure)
+            default: break
+            }
+            return .failed(status: error?.status, reason: Self.reason(of: failure), action: failure.action,
+                           apnsID: error?.apnsID, answeredAt: now())
+        } catch {
+            if Task.isCancelled { return .notAttempted }
+            return .failed(status: nil, reason: String("\(error)".prefix(200)), action: .retryWithBackoff, apnsID: nil,
+                           answeredAt: now())
+        }
+    }
+
+    private static func reason(of failure: any APNSSendFailure) -> String {
+        if let error = failure as? APNSError { return error.reason.rawValue }
+        if let transport = failure as? APNSTransportError { return String("transport: \(transport.underlying)".prefix(200)) }
+        return String(failure.description.prefix(200))
+    }
+
+    // MARK: Pausing
+
+    /// Stops all sending after a configuration or credentials error, logging it once.
+    private func pauseSending(because failure: any APNSSendFailure) {
+        let resume = now() + configuration.pausedRetryInterval.inSeconds
+        let first = pause.withLock { state -> Bool in
+            if let until = state.until, until > now() { return false }
+            state.until = resume
+            state.reason = failure.description
+            return true
+        }
+        guard first else { return }
+        let what = failure.action == .credentialsError ? "credentials" : "configuration"
+        logger.error(
+            "APNs refused the \(what): all sending is paused. \(failure.description) Pending pushes stay queued; sending is tried again every \(configuration.pausedRetryInterval) and resumes once APNs accepts it (or restart the worker after fixing the \(what)).",
+            metadata: ["orderflow.bundle_id": "\(configuration.bundleID)", "apns.action": "\(failure.action)"])
+    }
+
+    /// When paused, the time sending is tried again; nil when sending.
+    private func pausedUntil() -> Double? {
+        pause.withLock { state in
+            guard let until = state.until else { return nil }
+            if until <= now() {
+                state.until = nil
+                logger.info("trying to send again after the pause")
+                return nil
+            }
+            return until
+        }
+    }
+
+    // MARK: Housekeeping
+
+    /// Periodically queues a check of activities near the 8-hour limit.
+    private func checkTimeLimits() async {
+        while !Task.isCancelled {
+            do {
+                let queued = try await store.queueTimeLimitChecks(
+                    age: configuration.timeLimitAge, maximumAttempts: configuration.maximumAttempts)
+                if queued > 0 {
+                    logger.debug("activities near the time limit queued", metadata: ["orderflow.activities": "\(queued)"])
+                    doorbell.ring()
+                }
+            } catch {
+                if Task.isCancelled { return }
+                logger.warning("cannot look for activities near the time limit", metadata: ["orderflow.error": "\(error)"])
+            }
+            do { try await Task.sleep(for: configuration.timeLimitCheckInterval) } catch { return }
+        }
+    }
+
+    private func sampleQueueDepth(every interval: Duration) async {
+        while !Task.isCancelled {
+            if let depth = try? await store.queueDepth() { metrics.recordQueueDepth(depth) }
+            do { try await Task.sleep(for: interval) } catch { return }
+        }
+    }
+
+    // MARK: Workflows
+
+    /// The order's pinned workflow version (cached per merchant; versions never change).
+    private func workflow(for order: DispatchOrder) async -> Workflow? {
+        let catalog = catalogs.withLock { catalogs in
+            if let catalog = catalogs[order.merchantID] { return catalog }
+            let catalog = WorkflowCatalog(pool: pool, merchantID: order.merchantID)
+            catalogs[order.merchantID] = catalog
+            return catalog
+        }
+        do {
+            return try await catalog.workflow(named: order.workflowName, version: order.workflowVersion)
+        } catch {
+            logger.error("cannot read the workflow of an order; its pushes wait", metadata: [
+                "orderflow.order": "\(order.orderID)", "orderflow.workflow": "\(order.workflowName)@\(order.workflowVersion)",
+                "orderflow.error": "\(error)",
+            ])
+            return nil
+        }
+    }
+
+    private func now() -> Double { Date().timeIntervalSince1970 }
+}
+
+/// The attempts of one batch, per plan; filled by concurrent sends, read when they are done
+/// (or abandoned at shutdown).
+private final class AttemptLog: Sendable {
+    private let storage: Mutex<[[PushAttempt]]>
+
+    init(count: Int) {
+        storage = Mutex(Array(repeating: [], count: count))
+    }
+
+    func append(_ attempt: PushAttempt, at index: Int) {
+        storage.withLock { $0[index].append(attempt) }
+    }
+
+    var attempts: [[PushAttempt]] { storage.withLock { $0 } }
+}
+
+extension StopLatch {
+    /// Returns once set, or after `timeout`.
+    func wait(timeout: Duration) async {
+        if isSet { return }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.wait() }
+            group.addTask { try? await Task.sleep(for: timeout) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+}

@@ -1,0 +1,244 @@
+import APNS
+import Foundation
+import WorkflowKit
+
+/// Sends notifications: ``APNSClient`` in production, anything that answers like APNs in tests.
+public protocol PushSender: Sendable {
+    /// Sends one notification; throws an ``APNSSendFailure`` when APNs refuses it or cannot be reached.
+    func send(_ request: APNSRequest) async throws -> APNSSendResult
+}
+
+extension APNSClient: PushSender {}
+
+/// What became of one planned push.
+enum PushAttempt: Sendable, Hashable {
+    /// APNs accepted it.
+    case sent(apnsID: UUID, status: Int, answeredAt: Double)
+    /// APNs refused it, could not be reached, or the request could not be built.
+    case failed(status: Int?, reason: String, action: APNSFailureAction, apnsID: UUID?, answeredAt: Double)
+    /// Not sent: sending is paused, or the worker is stopping.
+    case notAttempted
+}
+
+/// A `deliveries` row (encoded with snake-case keys for `jsonb_to_recordset`).
+struct DeliveryRow: Sendable, Hashable, Encodable {
+    var merchantId: String
+    var orderId: String
+    var deviceId: String
+    var seq: Int
+    var merged: Int
+    var event: String
+    var tokenKind: String
+    var tokenSuffix: String
+    var priority: Int
+    var apsTimestamp: Int?
+    var alertTitle: String?
+    var apnsId: String?
+    var status: Int?
+    var reason: String?
+    var outcome: String
+    var attemptedAt: Double
+    var latencyMs: Double?
+}
+
+/// An activity after its pushes: the row to write, the attempts to record, the tokens APNs
+/// declared dead and when the order must be looked at again.
+struct ActivityOutcome: Sendable, Hashable {
+    var plan: ActivityPlan
+    var state: ActivityState
+    var deliveries: [DeliveryRow] = []
+    var deadPushToStartToken: String?
+    var deadAlertToken: String?
+    /// The order's commands are deferred to then (rate limit, backoff).
+    var revisitAt: Double?
+    /// A push was not attempted (paused, stopping): the order's commands stay for a later claim.
+    var unfinished = false
+    /// Pushes APNs accepted.
+    var sentCount = 0
+
+    /// Applies the attempts (a prefix of `plan.pushes`, in order) to the planned state.
+    init(plan: ActivityPlan, attempts: [PushAttempt], configuration: WorkerConfiguration) {
+        self.plan = plan
+        self.state = plan.state
+        self.revisitAt = plan.notBefore
+        for (index, push) in plan.pushes.enumerated() {
+            guard index < attempts.count else {
+                unfinished = true
+                return
+            }
+            switch attempts[index] {
+            case .notAttempted:
+                unfinished = true
+                return
+            case .sent(let apnsID, let status, let answeredAt):
+                record(push, outcome: "sent", status: status, reason: nil, apnsID: apnsID, at: answeredAt)
+                sentCount += 1
+                applySuccess(push, at: answeredAt)
+            case .failed(let status, let reason, let action, let apnsID, let answeredAt):
+                applyFailure(push, status: status, reason: reason, action: action, apnsID: apnsID, at: answeredAt,
+                             configuration: configuration)
+                return
+            }
+        }
+    }
+
+    private mutating func applySuccess(_ push: PlannedPush, at time: Double) {
+        state.lastPushedAt = time
+        state.failures = 0
+        state.nextAttemptAt = nil
+        state.lastSeq = max(state.lastSeq, push.seq)
+        if let alertSeq = push.alertSeq { state.lastAlertSeq = max(state.lastAlertSeq, alertSeq) }
+        if push.event != .alert { state.lastTimestamp = max(state.lastTimestamp, push.apsTimestamp) }
+        switch push.effect {
+        case .updated:
+            state.status = .active
+        case .ended:
+            state.status = .ended
+            state.endedAt = time
+        case .endedForRestart:
+            // The old activity is over; the start that follows creates the next one. Should the
+            // start fail, the activity waits for a start like a new one.
+            state.status = .waiting
+            state.clearUpdateToken = true
+            state.startedAt = nil
+        case .started:
+            state.status = .starting
+            state.startedAt = time
+            state.endedAt = nil
+            state.lastAlertSeq = max(state.lastAlertSeq, push.seq)
+        case .alerted:
+            state.status = .alerts
+        }
+    }
+
+    private mutating func applyFailure(
+        _ push: PlannedPush, status: Int?, reason: String, action: APNSFailureAction, apnsID: UUID?, at time: Double,
+        configuration: WorkerConfiguration
+    ) {
+        switch action {
+        case .tokenDead:
+            record(push, outcome: "token_dead", status: status, reason: reason, apnsID: apnsID, at: time)
+            switch push.tokenKind {
+            case .activity:
+                state.clearUpdateToken = true
+                state.status = .gone
+            case .pushToStart:
+                deadPushToStartToken = push.token
+            case .device:
+                deadAlertToken = push.token
+            }
+        case .backOffToken(let retryAfter):
+            // APNs throttles this device: wait, then send whatever is newest by then.
+            state.failures += 1
+            let delay = max(retryAfter.map(\.inSeconds) ?? 0, configuration.backoff(afterFailures: state.failures))
+            state.nextAttemptAt = time + delay
+            revisitAt = state.nextAttemptAt
+            record(push, outcome: "retry", status: status, reason: reason, apnsID: apnsID, at: time)
+        case .retryWithBackoff, .refreshProviderToken:
+            state.failures += 1
+            if state.failures >= configuration.maximumAttempts {
+                // A dead letter: kept in `deliveries` for operators; a new transition or
+                // `deliveries retry` starts a fresh series.
+                state.failures = configuration.maximumAttempts
+                state.nextAttemptAt = nil
+                record(push, outcome: "dead", status: status, reason: reason, apnsID: apnsID, at: time)
+            } else {
+                // A refreshed provider token is usable at once: retry after the shortest delay.
+                let delay = action == .refreshProviderToken
+                    ? configuration.backoff(afterFailures: 1) : configuration.backoff(afterFailures: state.failures)
+                state.nextAttemptAt = time + delay
+                revisitAt = state.nextAttemptAt
+                record(push, outcome: "retry", status: status, reason: reason, apnsID: apnsID, at: time)
+            }
+        case .payloadRejected:
+            // Never retried as is: the next transition brings another payload.
+            state.lastSeq = max(state.lastSeq, push.seq)
+            record(push, outcome: "rejected", status: status, reason: reason, apnsID: apnsID, at: time)
+        case .configurationError, .credentialsError:
+            // Sending is paused for the whole worker; the order's commands stay.
+            unfinished = true
+            record(push, outcome: "retry", status: status, reason: reason, apnsID: apnsID, at: time)
+        }
+    }
+
+    private mutating func record(_ push: PlannedPush, outcome: String, status: Int?, reason: String?, apnsID: UUID?,
+                                 at time: Double)
+    {
+        deliveries.append(DeliveryRow(
+            merchantId: plan.merchantID, orderId: plan.orderID, deviceId: plan.device, seq: push.seq,
+            merged: push.merged, event: push.event.rawValue, tokenKind: push.tokenKind.rawValue,
+            tokenSuffix: String(push.token.suffix(8)), priority: push.priority,
+            apsTimestamp: push.event == .alert ? nil : push.apsTimestamp, alertTitle: push.alertTitle,
+            apnsId: apnsID?.uuidString.lowercased(), status: status, reason: reason, outcome: outcome,
+            attemptedAt: time, latencyMs: max(0, (time - push.occurredAt) * 1000)))
+    }
+}
+
+// MARK: - Requests
+
+extension PlannedPush {
+    /// The APNs request; throws an ``APNSPayloadError`` when the payload cannot be sent.
+    func request(bundleID: String) throws -> APNSRequest {
+        let apnsPriority: APNSPriority = priority >= 10 ? .immediate : .conservePower
+        switch payload {
+        case .liveActivity(let spec):
+            let payload = LiveActivityPayload(
+                event: LiveActivityPayload.Event(spec.event),
+                timestamp: Date(timeIntervalSince1970: TimeInterval(spec.timestamp)),
+                contentState: try spec.content.map(APNSJSONObject.init(value:)),
+                alert: spec.alert.map(LiveActivityAlert.init),
+                staleDate: spec.staleDate.map { Date(timeIntervalSince1970: TimeInterval($0)) },
+                dismissalDate: spec.dismissalDate.map { Date(timeIntervalSince1970: TimeInterval($0)) },
+                relevanceScore: spec.relevanceScore,
+                attributesType: spec.attributesType,
+                attributes: try spec.attributes.map(APNSJSONObject.init(value:)),
+                inputPushToken: spec.event == .start)
+            return try APNSRequest(liveActivity: payload, deviceToken: token, bundleID: bundleID, priority: apnsPriority)
+        case .alert(let spec):
+            let payload = AlertPayload(
+                title: APNSAlertText(spec.alert.title), body: APNSAlertText(spec.alert.body),
+                sound: spec.alert.sound.map(APNSSound.init),
+                threadID: spec.orderID,
+                customData: try APNSJSONObject(value: ["orderID": .string(spec.orderID)]))
+            return try APNSRequest(alert: payload, deviceToken: token, bundleID: bundleID, priority: .immediate)
+        }
+    }
+}
+
+extension LiveActivityPayload.Event {
+    init(_ event: ActivityEvent) {
+        switch event {
+        case .start: self = .start
+        case .update: self = .update
+        case .end: self = .end
+        }
+    }
+}
+
+extension APNSJSONObject {
+    /// The app-shaped JSON of a rendered value (an object).
+    init(value: JSONValue) throws {
+        try self.init(json: Data(value.jsonString.utf8))
+    }
+}
+
+extension APNSAlertText {
+    init(_ text: LocalizableText) {
+        switch text {
+        case .plain(let text): self = .plain(text)
+        case .localized(let key, let args): self = .localized(key: key, arguments: args)
+        }
+    }
+}
+
+extension APNSSound {
+    init(_ name: String) {
+        self = name == "default" ? .default : .named(name)
+    }
+}
+
+extension LiveActivityAlert {
+    init(_ alert: ActivityAlert) {
+        self.init(title: APNSAlertText(alert.title), body: APNSAlertText(alert.body), sound: alert.sound.map(APNSSound.init))
+    }
+}

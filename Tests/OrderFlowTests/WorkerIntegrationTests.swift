@@ -1,0 +1,349 @@
+import APNS
+import Foundation
+@testable import OrderFlow
+import OrderFlowTesting
+import PGKit
+import Testing
+import WorkflowKit
+
+/// The worker against a real PostgreSQL and the local APNs stand-in, one test at a time (each
+/// runs several workers' worth of tasks on a two-core machine).
+@Suite("Worker: claiming, merging and sending", .serialized)
+struct WorkerIntegrationTests {
+    @Test func anOrderGetsOneStartItsUpdatesAndOneEnd() async throws {
+        let h = try await WorkerHarness.make()
+        let running = h.start(h.configuration())
+        let startToken = EngineFixture.token(1)
+        let activityToken = EngineFixture.token(2)
+        try await h.engine.registerPushToStartToken(deviceID: "phone", attributesType: "FoodOrderAttributes", token: startToken)
+        try await h.createFoodOrder("1042")
+        try await h.engine.follow(orderID: "1042", deviceID: "phone")
+
+        let start = try await h.apns.waitForPushes(count: 1)[0]
+        #expect(start.deviceToken == startToken)
+        #expect(start.topic == WorkerHarness.bundleID + ".push-type.liveactivity")
+        #expect(start.event == "start")
+        #expect(start.aps?["attributes-type"]?.stringValue == "FoodOrderAttributes")
+        #expect(start.aps?["attributes"]?["orderNumber"]?.stringValue == "1042")
+        #expect(start.aps?["input-push-token"]?.integerValue == 1)
+        #expect(start.alertTitle == "Order 1042 received")
+        #expect(start.content?["status"]?.stringValue == "received")
+        try await eventually("the start is recorded") { try await h.activity("1042", "phone").status == "starting" }
+
+        // The app reports the started activity's token: it already shows the current state.
+        try await h.engine.registerActivityToken(orderID: "1042", deviceID: "phone", token: activityToken)
+        try await eventually("the token is handled") { try await h.pendingCommands("1042") == 0 }
+
+        let steps: [(String, JSONValue)] = [
+            ("accept", ["eta": "+20m"]), ("ready", [:]), ("dispatch", ["eta": "+10m", "driver": "Sam"]), ("deliver", [:]),
+        ]
+        for (index, (target, input)) in steps.enumerated() {
+            _ = try await h.engine.advance("1042", to: target, input: input)
+            try await h.apns.waitForPushes(count: 2 + index)
+        }
+        try await running.stop()
+
+        #expect(h.pushes(startToken).count == 1, "exactly one start")
+        let updates = h.pushes(activityToken)
+        #expect(updates.map(\.event) == ["update", "update", "update", "end"])
+        #expect(updates.map { $0.content?["status"]?.stringValue } == ["preparing", "ready", "outForDelivery", "delivered"])
+        #expect(updates.map(\.alertTitle) == [nil, "Order 1042 is ready", "On the way", "Delivered"])
+        #expect(updates.map(\.priority) == [5, 10, 10, 10])
+        #expect(updates.last?.aps?["dismissal-date"]?.integerValue != nil)
+        let timestamps = ([start] + updates).compactMap(\.apsTimestamp)
+        #expect(timestamps.count == 5)
+        #expect(zip(timestamps, timestamps.dropFirst()).allSatisfy { $0 < $1 }, "aps timestamps strictly increase: \(timestamps)")
+        let activity = try await h.activity("1042", "phone")
+        #expect(activity.status == "ended")
+        #expect(activity.lastSeq == 5)
+        #expect(try await h.outcomes("1042") == Array(repeating: "sent", count: 5))
+        #expect(try await h.leaseOwners().isEmpty)
+        await h.shutdown()
+    }
+
+    @Test func whileStartingNothingIsSentThenTheCurrentStateOnce() async throws {
+        let h = try await WorkerHarness.make()
+        let running = h.start(h.configuration())
+        let startToken = EngineFixture.token(11)
+        let activityToken = EngineFixture.token(12)
+        try await h.engine.registerPushToStartToken(deviceID: "phone", attributesType: "FoodOrderAttributes", token: startToken)
+        try await h.createFoodOrder("55")
+        try await h.engine.follow(orderID: "55", deviceID: "phone")
+        try await h.apns.waitForPushes(count: 1)
+        // The app has not reported the activity's token yet: transitions wait.
+        _ = try await h.engine.advance("55", to: "accept")
+        _ = try await h.engine.advance("55", to: "ready")
+        try await eventually("the transitions are handled") { try await h.pendingCommands("55") == 0 }
+        #expect(h.apns.acceptedCount == 1)
+
+        try await h.engine.registerActivityToken(orderID: "55", deviceID: "phone", token: activityToken)
+        let update = try await h.apns.waitForPushes(count: 2)[1]
+        try await Task.sleep(for: .milliseconds(100))
+        try await running.stop()
+        #expect(h.apns.acceptedCount == 2, "one update, not a replay of every step")
+        #expect(update.deviceToken == activityToken)
+        #expect(update.event == "update")
+        #expect(update.content?["status"]?.stringValue == "ready")
+        #expect(update.alertTitle == "Order 55 is ready")
+        #expect(try await h.activity("55", "phone").status == "active")
+        await h.shutdown()
+    }
+
+    @Test func anActivityNearTheTimeLimitIsRestartedWhenTheWorkflowSaysSo() async throws {
+        let h = try await WorkerHarness.make()
+        let yaml = try EngineFixture.shippedWorkflow("food-order").replacingOccurrences(of: "on-time-limit: end", with: "on-time-limit: restart")
+        _ = try await h.engine.applyWorkflow(yaml: yaml, file: "food-order.yaml")
+        let running = h.start(h.configuration {
+            $0.activityLifetime = .seconds(3)
+            $0.timeLimitMargin = .seconds(2)
+            $0.timeLimitCheckInterval = .milliseconds(100)
+        })
+        let startToken = EngineFixture.token(13)
+        let oldToken = EngineFixture.token(14)
+        try await h.engine.registerPushToStartToken(deviceID: "phone", attributesType: "FoodOrderAttributes", token: startToken)
+        try await h.createFoodOrder("88")
+        _ = try await h.engine.advance("88", to: "accept")
+        try await h.engine.registerActivityToken(orderID: "88", deviceID: "phone", token: oldToken)
+        try await h.apns.waitForPushes(count: 1)  // the app-started activity catches up
+        let pushes = try await h.apns.waitForPushes(count: 3, timeout: .seconds(5))
+        try await eventually("the restart is recorded") { try await h.activity("88", "phone").status == "starting" }
+        try await running.stop()
+        #expect(pushes[1].deviceToken == oldToken)
+        #expect(pushes[1].event == "end")
+        #expect(pushes[1].aps?["dismissal-date"]?.integerValue != nil, "the old activity leaves at once")
+        #expect(pushes[2].deviceToken == startToken)
+        #expect(pushes[2].event == "start")
+        #expect(pushes[2].content?["status"]?.stringValue == "preparing", "the new activity shows the current state")
+        let activity = try await h.activity("88", "phone")
+        #expect(activity.updateToken == nil, "the old activity's token is dropped")
+        #expect(h.apns.acceptedCount == 3)
+        await h.shutdown()
+    }
+
+    @Test func aDeadTokenIsMarkedAndNeverSentAgain() async throws {
+        let h = try await WorkerHarness.make()
+        let running = h.start(h.configuration())
+        let token = EngineFixture.token(4)
+        h.apns.injectFault(.unregistered(), deviceToken: token)
+        try await h.createTicker("t2")
+        try await h.engine.registerActivityToken(orderID: "t2", deviceID: "phone", token: token)
+        try await eventually("APNs refused the push") { h.apns.rejectedCount == 1 }
+        try await eventually("the token is marked dead") { try await h.activity("t2", "phone").status == "gone" }
+        #expect(try await h.activity("t2", "phone").updateToken == nil)
+
+        for step in 1...3 { _ = try await h.engine.advance("t2", to: "s\(step)") }
+        try await eventually("the transitions are handled") { try await h.pendingCommands("t2") == 0 }
+        try await Task.sleep(for: .milliseconds(100))
+        try await running.stop()
+        #expect(h.apns.rejectedCount == 1, "nothing more was sent to the dead token")
+        #expect(h.apns.acceptedCount == 0)
+        #expect(try await h.outcomes("t2") == ["token_dead"])
+        await h.shutdown()
+    }
+
+    @Test func serverErrorsAreRetriedWithBackoffThenDeadLettered() async throws {
+        let h = try await WorkerHarness.make()
+        let running = h.start(h.configuration { $0.maximumAttempts = 3 })
+        let token = EngineFixture.token(6)
+        h.apns.injectFault(.internalServerError, deviceToken: token)
+        try await h.createTicker("t4")
+        try await h.engine.registerActivityToken(orderID: "t4", deviceID: "phone", token: token)
+        try await eventually("three attempts") { try await h.outcomes("t4").count == 3 }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await h.outcomes("t4") == ["retry", "retry", "dead"])
+        #expect(h.apns.rejectedCount == 3, "no attempt after the dead letter")
+        #expect(try await h.pendingCommands("t4") == 0)
+        let gaps = zip(h.apns.rejections(), h.apns.rejections().dropFirst()).map { $1.receivedAt.timeIntervalSince($0.receivedAt) }
+        #expect(gaps.allSatisfy { $0 >= 0.009 }, "backed off between attempts: \(gaps)")
+
+        // An operator re-queues the dead letter once APNs is back.
+        let dead = try await h.engine.deliveries(failedOnly: true)
+        #expect(dead.count == 1)
+        h.apns.clearFaults()
+        try await h.engine.retryDelivery(id: dead[0].id)
+        let delivered = try await h.apns.waitForPushes(count: 1)[0]
+        try await running.stop()
+        #expect(delivered.content?["step"]?.integerValue == 0)
+        #expect(try await h.outcomes("t4") == ["retry", "retry", "dead", "sent"])
+        #expect(try await h.engine.deliveries(failedOnly: true).isEmpty)
+        await h.shutdown()
+    }
+
+    @Test func threeWorkersNeverSendTheSamePushTwiceAndLeaveNothingUnsent() async throws {
+        let h = try await WorkerHarness.make()
+        let pools = (1...3).map { _ in PostgresPool(.init(connection: h.fixture.database, maximumConnections: 4)) }
+        let workers = (1...3).map { index in
+            h.start(h.configuration("w\(index)") { $0.batchSize = 5; $0.concurrentBatches = 2 }, pool: pools[index - 1])
+        }
+        let orders = 40
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<orders {
+                group.addTask {
+                    let id = "m\(index)"
+                    try await h.createTicker(id)
+                    try await h.engine.registerActivityToken(orderID: id, deviceID: "phone", token: EngineFixture.token(1000 + index))
+                    for step in 1...10 { _ = try await h.engine.advance(id, to: "s\(step)") }
+                    _ = try await h.engine.advance(id, to: "done")
+                }
+            }
+            try await group.waitForAll()
+        }
+        try await eventually("every order's end is delivered", timeout: .seconds(30)) {
+            try await h.pool.query(PostgresQuery("SELECT count(*) AS n FROM activities WHERE status = 'ended'"))
+                .single().decode("n", as: Int.self) == orders
+        }
+        try await eventually("every command is handled") { try await h.pendingCommands() == 0 }
+        for worker in workers { try await worker.stop() }
+        for pool in pools { await pool.close() }
+
+        #expect(try await h.pendingCommands() == 0, "nothing left unsent")
+        #expect(try await h.leaseOwners().isEmpty)
+        var senders = Set<String>()
+        for index in 0..<orders {
+            let pushes = h.pushes(EngineFixture.token(1000 + index))
+            let timestamps = pushes.compactMap(\.apsTimestamp)
+            #expect(zip(timestamps, timestamps.dropFirst()).allSatisfy { $0 < $1 }, "order m\(index): no push twice, in order")
+            #expect(pushes.filter { $0.event == "end" }.count == 1, "order m\(index): exactly one end")
+            #expect(pushes.last?.event == "end")
+            #expect(pushes.last?.content?["step"]?.integerValue == 11)
+        }
+        let duplicates = try await h.pool.query(PostgresQuery("""
+            SELECT count(*) AS n FROM (SELECT order_id, aps_timestamp FROM deliveries GROUP BY order_id, aps_timestamp HAVING count(*) > 1) d
+            """)).single().decode("n", as: Int.self)
+        #expect(duplicates == 0)
+        for record in h.logs.records where record.message == "push sent" {
+            if let worker = record.metadata["orderflow.worker"] { senders.insert(worker) }
+        }
+        #expect(senders.count >= 2, "the work was shared: \(senders)")
+        await h.shutdown()
+    }
+
+    @Test func aCrashedWorkersOrdersAreReclaimedWhenTheLeaseExpires() async throws {
+        let h = try await WorkerHarness.make()
+        let token = EngineFixture.token(7)
+        try await h.createTicker("t5")
+        try await h.engine.registerActivityToken(orderID: "t5", deviceID: "phone", token: token)
+        h.apns.setResponseDelay(.seconds(5))
+        let doomed = h.start(h.configuration("doomed") { $0.lease = .seconds(1) })
+        try await h.apns.waitForPushes(count: 1)  // in flight: APNs has it, the worker waits for the answer
+        await doomed.crash()
+        #expect(try await h.leaseOwners() == ["doomed"], "the crashed worker's lease is left behind")
+        #expect(try await h.outcomes("t5").isEmpty)
+
+        h.apns.clearFaults()
+        let claimedAt = ContinuousClock.now
+        let rescuer = h.start(h.configuration("rescuer"))
+        try await eventually("the other worker delivers") { try await h.outcomes("t5") == ["sent"] }
+        try await rescuer.stop()
+        #expect(ContinuousClock.now - claimedAt >= .milliseconds(200), "not before the lease expired")
+        #expect(try await h.activity("t5", "phone").lastSeq == 1)
+        #expect(try await h.pendingCommands("t5") == 0)
+        #expect(try await h.leaseOwners().isEmpty)
+        await h.shutdown()
+    }
+
+    @Test func gracefulShutdownFinishesInFlightSendsAndReleasesTheRest() async throws {
+        let h = try await WorkerHarness.make()
+        for index in 0..<3 {
+            try await h.createTicker("g\(index)")
+            try await h.engine.registerActivityToken(orderID: "g\(index)", deviceID: "phone", token: EngineFixture.token(20 + index))
+        }
+        h.apns.setResponseDelay(.milliseconds(400))
+        let running = h.start(h.configuration("stopping") { $0.concurrentSends = 1; $0.concurrentBatches = 1 })
+        try await h.apns.waitForPushes(count: 1)
+        try await running.stop()
+
+        #expect(h.apns.acceptedCount == 1, "only the send in flight went out")
+        #expect(try await h.leaseOwners().isEmpty, "every lease was given back")
+        let sent = try await h.pool.query(PostgresQuery("SELECT count(*) AS n FROM deliveries WHERE outcome = 'sent'"))
+            .single().decode("n", as: Int.self)
+        #expect(sent == 1, "the in-flight send finished and was recorded")
+        #expect(try await h.ordersWithPendingCommands() == 2, "the unsent orders keep their commands")
+
+        h.apns.clearFaults()
+        let next = h.start(h.configuration("next"))
+        try await h.apns.waitForPushes(count: 3)
+        try await next.stop()
+        #expect(try await h.pendingCommands() == 0)
+        await h.shutdown()
+    }
+
+    @Test func aDeviceWithOnlyAnAlertTokenGetsOrdinaryAlerts() async throws {
+        let h = try await WorkerHarness.make()
+        let running = h.start(h.configuration())
+        let token = EngineFixture.token(8)
+        try await h.engine.registerDeviceToken(deviceID: "old-phone", token: token)
+        try await h.createFoodOrder("77")
+        try await h.engine.follow(orderID: "77", deviceID: "old-phone")
+        _ = try await h.engine.advance("77", to: "accept")  // no alert: nothing to send
+        _ = try await h.engine.advance("77", to: "ready")
+        let alert = try await h.apns.waitForPushes(count: 1)[0]
+        _ = try await h.engine.advance("77", to: "pickup")  // no alert either
+        try await eventually("handled") { try await h.pendingCommands("77") == 0 }
+        try await Task.sleep(for: .milliseconds(100))
+        try await running.stop()
+
+        #expect(h.apns.acceptedCount == 1)
+        #expect(alert.deviceToken == token)
+        #expect(alert.pushType == "alert")
+        #expect(alert.topic == WorkerHarness.bundleID)
+        #expect(alert.alertTitle == "Order 77 is ready")
+        #expect(alert.payload["orderID"]?.stringValue == "77")
+        #expect(alert.event == nil)
+        let activity = try await h.activity("77", "old-phone")
+        #expect(activity.status == "alerts")
+        #expect(activity.lastAlertSeq == 3)
+        await h.shutdown()
+    }
+
+    @Test func aConfigurationErrorPausesSendingWithOneLogLine() async throws {
+        let h = try await WorkerHarness.make()
+        h.apns.injectFault(.init(status: 400, reason: "DeviceTokenNotForTopic"))
+        let running = h.start(h.configuration {
+            $0.pausedRetryInterval = .milliseconds(800)
+            $0.concurrentSends = 1
+            $0.concurrentBatches = 1
+        })
+        for index in 0..<5 {
+            try await h.createTicker("p\(index)")
+            try await h.engine.registerActivityToken(orderID: "p\(index)", deviceID: "phone", token: EngineFixture.token(40 + index))
+        }
+        try await eventually("APNs refused") { h.apns.rejectedCount >= 1 }
+        try await Task.sleep(for: .milliseconds(300))
+        let refusedWhilePaused = h.apns.rejectedCount
+        #expect(refusedWhilePaused == 1, "sending stopped after the error (\(refusedWhilePaused) refused)")
+        let errors = h.logs.records.filter { $0.level == .error }
+        #expect(errors.count == 1, "one loud line: \(errors.map(\.message))")
+        #expect(errors.first?.message.contains("paused") == true)
+        #expect(errors.first?.message.contains("bundle id") == true, "says what to fix: \(errors.first?.message ?? "")")
+        #expect(try await h.ordersWithPendingCommands() == 5, "the commands stay queued")
+
+        // Fixed: after the pause, everything goes out.
+        h.apns.clearFaults()
+        try await h.apns.waitForPushes(count: 5, timeout: .seconds(5))
+        try await running.stop()
+        #expect(try await h.pendingCommands() == 0)
+        await h.shutdown()
+    }
+
+    @Test func anActivityNearTheTimeLimitIsEnded() async throws {
+        let h = try await WorkerHarness.make()
+        let running = h.start(h.configuration {
+            $0.activityLifetime = .seconds(2)
+            $0.timeLimitMargin = .seconds(1)
+            $0.timeLimitCheckInterval = .milliseconds(100)
+        })
+        let token = EngineFixture.token(9)
+        try await h.createTicker("t6")
+        try await h.engine.registerActivityToken(orderID: "t6", deviceID: "phone", token: token)
+        try await h.apns.waitForPushes(count: 1)
+        let end = try await h.apns.waitForPushes(count: 2, timeout: .seconds(5))[1]
+        try await running.stop()
+        #expect(end.event == "end")
+        #expect(end.content?["step"]?.integerValue == 0)
+        #expect(try await h.activity("t6", "phone").status == "ended")
+        _ = try await h.engine.advance("t6", to: "s1")
+        #expect(h.pushes(token).count == 2)
+        await h.shutdown()
+    }
+}
