@@ -5,9 +5,9 @@ import Synchronization
 /// Tells workers that activity commands are waiting, without a NOTIFY in any transaction.
 ///
 /// A worker in the same process gets an in-process signal at once. Workers elsewhere get a
-/// `pg_notify` sent after the commit, coalesced to at most one per interval; a worker that just
-/// had work also polls briefly, so a commit that falls inside a coalescing window is still
-/// picked up within milliseconds.
+/// `pg_notify` sent after the commit, coalesced to at most one per interval: the first commit
+/// of a window notifies at once, and a commit inside the window gets one trailing notify at
+/// its end, so no commit waits for a worker's idle poll.
 public final class WakeSignal: Sendable {
     private let pool: PostgresPool?
     private let channel: String
@@ -16,6 +16,7 @@ public final class WakeSignal: Sendable {
 
     private struct State {
         var lastNotify: ContinuousClock.Instant?
+        var trailingScheduled = false
         var waiters: [Int: AsyncStream<Void>.Continuation] = [:]
         var nextID = 0
     }
@@ -44,14 +45,42 @@ public final class WakeSignal: Sendable {
     /// Call after a commit that enqueued commands.
     func signal() async {
         let now = ContinuousClock.now
-        let (waiters, shouldNotify) = state.withLock { state -> ([AsyncStream<Void>.Continuation], Bool) in
-            let due = state.lastNotify.map { now - $0 >= interval } ?? true
-            if due { state.lastNotify = now }
-            return (Array(state.waiters.values), due)
+        let interval = self.interval
+        let (waiters, action) = state.withLock { state -> ([AsyncStream<Void>.Continuation], NotifyAction) in
+            let waiters = Array(state.waiters.values)
+            guard let last = state.lastNotify, now - last < interval else {
+                state.lastNotify = now
+                return (waiters, .now)
+            }
+            if state.trailingScheduled { return (waiters, .none) }
+            state.trailingScheduled = true
+            return (waiters, .after(last + interval - now))
         }
         for waiter in waiters { waiter.yield() }
-        guard shouldNotify, let pool else { return }
-        // Best effort: a lost wake-up only delays delivery until the worker's next poll.
-        _ = try? await pool.notify(channel: channel)
+        guard let pool else { return }
+        switch action {
+        case .none:
+            return
+        case .now:
+            // Best effort: a lost wake-up only delays delivery until the worker's next poll.
+            _ = try? await pool.notify(channel: channel)
+        case .after(let delay):
+            // The trailing notify must not hold up the caller's advance; it is short-lived and
+            // owns nothing but the pool reference.
+            Task { [self] in
+                try? await Task.sleep(for: delay)
+                state.withLock { state in
+                    state.trailingScheduled = false
+                    state.lastNotify = .now
+                }
+                _ = try? await pool.notify(channel: channel)
+            }
+        }
+    }
+
+    private enum NotifyAction {
+        case none
+        case now
+        case after(Duration)
     }
 }
