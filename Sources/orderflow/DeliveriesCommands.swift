@@ -1,0 +1,101 @@
+import ArgumentParser
+import OrderFlow
+
+/// `orderflow deliveries …`
+struct DeliveriesCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "deliveries",
+        abstract: "Inspect push attempts and retry dead letters.",
+        discussion: """
+            Every push a worker made is recorded with its APNs outcome: sent, retry (will be \
+            tried again), dead (gave up: a dead letter), token_dead (the device's token is no \
+            longer valid) or rejected (APNs refused the payload).
+
+            Example:
+              orderflow deliveries list --failed
+              orderflow deliveries retry 42
+            """,
+        subcommands: [List.self, Retry.self])
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List push attempts, newest first.",
+            discussion: """
+                --failed shows only dead letters that were not retried yet.
+
+                Example:
+                  orderflow deliveries list --failed --limit 20 --json
+                """)
+
+        @Flag(help: "Only dead letters not yet retried.")
+        var failed = false
+
+        @Option(help: ArgumentHelp("At most this many (1–10000).", valueName: "n"))
+        var limit: Int = 50
+
+        @OptionGroup var output: OutputOptions
+
+        func validate() throws {
+            guard (1...10_000).contains(limit) else { throw ValidationError("--limit must be between 1 and 10000") }
+        }
+
+        func run() async throws {
+            let context = CommandContext.current()
+            let deliveries = try await context.withEngine { engine in try await engine.deliveries(failedOnly: failed, limit: limit) }
+            if output.json {
+                try context.terminal.writeJSON(deliveries)
+                return
+            }
+            let terminal = context.terminal
+            guard !deliveries.isEmpty else {
+                terminal.write(failed ? "no failed deliveries" : "no deliveries yet")
+                return
+            }
+            var table = TextTable(header: ["ID", "TIME", "ORDER", "DEVICE", "EVENT", "PRIO", "TOKEN", "OUTCOME", "ALERT"], rightAligned: [0])
+            for delivery in deliveries {
+                table.append([
+                    String(delivery.id), Formatting.localTime(delivery.attemptedAt), delivery.orderID, delivery.deviceID,
+                    delivery.event, String(delivery.priority), "\(delivery.tokenKind) \(Formatting.tokenSuffix(delivery.tokenSuffix))",
+                    DeliveriesCommand.outcome(delivery, terminal), delivery.alertTitle ?? "",
+                ])
+            }
+            for line in table.render(terminal) { terminal.write(line) }
+            if failed {
+                terminal.write(terminal.styled("retry one with `orderflow deliveries retry ID`", .dim))
+            }
+        }
+    }
+
+    struct Retry: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Send a dead letter's order state to its device again.",
+            discussion: """
+                Re-queues the device's activity: a worker sends it the order's current state \
+                (not the old payload, which may be out of date).
+
+                Example:
+                  orderflow deliveries retry 42
+                """)
+
+        @Argument(help: ArgumentHelp("The delivery's id (from `deliveries list --failed`).", valueName: "id"))
+        var id: Int64
+
+        func run() async throws {
+            let context = CommandContext.current()
+            try await context.withEngine { engine in try await engine.retryDelivery(id: id) }
+            context.terminal.write("delivery \(id) re-queued; a worker sends the order's current state to its device")
+        }
+    }
+
+    /// `sent 200`, `dead 410 Unregistered`, … coloured by outcome.
+    static func outcome(_ delivery: DeliveryRecord, _ terminal: Terminal) -> String {
+        var text = delivery.outcome
+        if let status = delivery.status { text += " \(status)" }
+        if let reason = delivery.reason, !reason.isEmpty { text += " \(reason)" }
+        switch delivery.outcome {
+        case "sent": return terminal.styled(text, .green)
+        case "retry": return terminal.styled(text, .yellow)
+        default: return terminal.styled(text, .red)
+        }
+    }
+}

@@ -1,0 +1,115 @@
+import ArgumentParser
+import Foundation
+
+/// `orderflow`: drive Live Activities for orders from the command line.
+@main
+struct OrderFlowCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "orderflow",
+        abstract: "Drive iPhone Live Activities for food orders and rides from workflows in PostgreSQL.",
+        discussion: """
+            Define an order's life in a workflow file, create orders, move them along, \
+            and see what each device's Live Activity was sent.
+
+            Example (the embedded database starts and migrates itself):
+              orderflow workflow apply workflows/food-order.yaml
+              orderflow order create 1042 --workflow food-order \\
+                --attr merchantName="Luigi's" --attr orderNumber=1042 --attr itemCount=3
+              orderflow advance 1042 accept --eta 20m
+              orderflow show 1042
+
+            DATABASE
+            ORDERFLOW_DATABASE_URL, else DATABASE_URL, names the PostgreSQL to use \
+            (postgresql://user:password@host:port/database); run `orderflow migrate` \
+            once. Without either, orderflow keeps a private PostgreSQL in \
+            ./.orderflow/postgres ($ORDERFLOW_HOME/postgres when set), started and \
+            migrated on first use. ORDERFLOW_MERCHANT selects the merchant (default \
+            "default"); ORDERFLOW_LOG_LEVEL sets the log level (default warning).
+
+            OUTPUT
+            Text for people: local times, aligned columns, colours on a terminal \
+            (NO_COLOR turns them off). Reading commands take --json for scripts, with \
+            ISO-8601 times. Push tokens are never shown whole.
+
+            SHELL COMPLETION
+              orderflow --generate-completion-script bash > ~/.orderflow-completion.bash
+              orderflow --generate-completion-script zsh > ~/.zfunc/_orderflow
+              orderflow --generate-completion-script fish \\
+                > ~/.config/fish/completions/orderflow.fish
+
+            EXIT CODES
+            \(ExitStatus.helpTable)
+            """,
+        subcommands: coreCommands + pluggedInCommands
+    )
+
+    /// The commands defined in this folder's core files.
+    static let coreCommands: [any ParsableCommand.Type] = [
+        Migrate.self,
+        DatabaseCommand.self,
+        WorkflowCommand.self,
+        OrderCommand.self,
+        Advance.self,
+        Cancel.self,
+        ShowOrder.self,
+        ListOrders.self,
+        WatchBoard.self,
+        TokenCommand.self,
+        Follow.self,
+        Unfollow.self,
+        DeliveriesCommand.self,
+    ]
+
+    /// Runs the command and turns every failure into one `orderflow: …` line and an exit code
+    /// (see `ExitStatus`); help, version and completion requests print as usual.
+    static func main() async {
+        CommandContext.bootstrapLogging()
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch let error as ExitCode {
+            // Thrown by commands that already printed what went wrong (`workflow validate`).
+            Foundation.exit(error.rawValue)
+        } catch {
+            Foundation.exit(report(error).rawValue)
+        }
+    }
+
+    /// Prints `error` and returns the exit status.
+    static func report(_ error: any Error) -> ExitStatus {
+        switch error {
+        case is CLIError:
+            return FailureReport.print(error)
+        default:
+            break
+        }
+        let parserCode = exitCode(for: error)
+        if parserCode == .success {
+            // --help, --version, --generate-completion-script: the parser's own text on stdout.
+            print(fullMessage(for: error))
+            return .success
+        }
+        if parserCode == .validationFailure {
+            // A usage error: one line, naming where to read more.
+            let message = Self.message(for: error).trimmingCharacters(in: .whitespacesAndNewlines)
+            let help = helpHint(in: fullMessage(for: error, columns: 1_000))
+            var text = message.hasPrefix("Error: ") ? String(message.dropFirst(7)) : message
+            if let first = text.first { text = first.lowercased() + text.dropFirst() }
+            Terminal.writeError("orderflow: \(text.replacingOccurrences(of: "\n", with: " ")); \(help)")
+            return .usage
+        }
+        return FailureReport.print(error)
+    }
+
+    /// "see `orderflow advance --help`", taken from the parser's full message.
+    private static func helpHint(in fullMessage: String) -> String {
+        if let start = fullMessage.range(of: "See '"), let end = fullMessage[start.upperBound...].firstIndex(of: "'") {
+            return "see `\(fullMessage[start.upperBound..<end])`"
+        }
+        return "see `orderflow --help`"
+    }
+}

@@ -1,0 +1,176 @@
+import Foundation
+import LocalPostgres
+import Logging
+import OrderFlow
+import PGKit
+
+/// What every command needs from its surroundings, read once at the edge: the environment,
+/// the terminal, a logger, and the one place that decides which database to use.
+///
+/// Commands in other files (`worker run`, `demo`) use it the same way:
+///
+/// ```swift
+/// let context = CommandContext.current()
+/// try await context.withEngine(maximumConnections: 8) { engine in … }
+/// ```
+public struct CommandContext: Sendable {
+    public let environment: [String: String]
+    public let terminal: Terminal
+    public let logger: Logger
+    /// The working directory, under which the embedded database lives by default.
+    public let workingDirectory: URL
+
+    public init(environment: [String: String], terminal: Terminal, logger: Logger, workingDirectory: URL) {
+        self.environment = environment
+        self.terminal = terminal
+        self.logger = logger
+        self.workingDirectory = workingDirectory
+    }
+
+    /// The context of this process.
+    public static func current() -> CommandContext {
+        let environment = ProcessInfo.processInfo.environment
+        return CommandContext(
+            environment: environment,
+            terminal: Terminal.current(environment: environment),
+            logger: Logger(label: "orderflow.cli"),
+            workingDirectory: URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true))
+    }
+
+    // MARK: Logging
+
+    /// Log level of the process: `ORDERFLOW_LOG_LEVEL` (trace…critical), else `warning` so that
+    /// command output stays clean. Long-running commands raise their own loggers to `info`.
+    public static func logLevel(environment: [String: String]) -> Logger.Level {
+        environment["ORDERFLOW_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? .warning
+    }
+
+    /// Installs the process's log handler: text on standard error. Called once, by `main`.
+    static func bootstrapLogging() {
+        let level = logLevel(environment: ProcessInfo.processInfo.environment)
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+    }
+
+    /// A logger for a part of a command, at `ORDERFLOW_LOG_LEVEL` when set, else at
+    /// `defaultLevel` (long-running commands such as `worker run` pass `.info`).
+    public func logger(_ label: String, defaultLevel: Logger.Level = .warning) -> Logger {
+        var logger = Logger(label: label)
+        logger.logLevel = environment["ORDERFLOW_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? defaultLevel
+        return logger
+    }
+
+    /// Who is acting, for an order's history: `ORDERFLOW_ACTOR`, else `cli:<user>`.
+    public var actor: String {
+        if let actor = environment["ORDERFLOW_ACTOR"], !actor.isEmpty { return actor }
+        let user = environment["USER"] ?? environment["LOGNAME"] ?? getpwuid(geteuid()).map { String(cString: $0.pointee.pw_name) }
+        return "cli:" + (user ?? "unknown")
+    }
+
+    /// The merchant whose orders the commands see: `ORDERFLOW_MERCHANT`, else `default`.
+    public var merchantID: String {
+        environment["ORDERFLOW_MERCHANT"].flatMap { $0.isEmpty ? nil : $0 } ?? "default"
+    }
+
+    // MARK: Database selection
+
+    /// Where the database comes from.
+    public enum DatabaseSource: Sendable {
+        /// A URL from the named environment variable.
+        case url(String, variable: String)
+        /// The private cluster in `.orderflow/postgres` (or `$ORDERFLOW_HOME/postgres`).
+        case embedded(LocalPostgres)
+    }
+
+    /// `ORDERFLOW_DATABASE_URL`, else `DATABASE_URL`, else the embedded cluster.
+    public var databaseSource: DatabaseSource {
+        for variable in ["ORDERFLOW_DATABASE_URL", "DATABASE_URL"] {
+            if let url = environment[variable]?.trimmingCharacters(in: .whitespaces), !url.isEmpty {
+                return .url(url, variable: variable)
+            }
+        }
+        return .embedded(localPostgres)
+    }
+
+    /// The embedded cluster's folder: `$ORDERFLOW_HOME/postgres`, else `./.orderflow/postgres`.
+    public var localPostgres: LocalPostgres {
+        let home = environment["ORDERFLOW_HOME"].flatMap { $0.isEmpty ? nil : URL(fileURLWithPath: $0, isDirectory: true) }
+            ?? workingDirectory.appendingPathComponent(".orderflow", isDirectory: true)
+        return LocalPostgres(folder: home.appendingPathComponent("postgres", isDirectory: true), logger: logger)
+    }
+
+    /// The database to use, ready for work: an explicit URL is parsed (its schema is checked when
+    /// the engine opens); the embedded cluster is started if needed and migrated when started.
+    public func databaseConfiguration() async throws -> (configuration: PostgresConfiguration, source: DatabaseSource) {
+        let source = databaseSource
+        switch source {
+        case .url(let url, let variable):
+            do {
+                return (try PostgresConfiguration(url), source)
+            } catch {
+                throw CLIError(.usage, "\(variable) is not a usable database URL: \(error.message)")
+            }
+        case .embedded(let local):
+            // Reusing a running cluster costs one `pg_ctl status`; starting one also migrates it.
+            if let url = try await local.runningConnectionString() {
+                return (try PostgresConfiguration(url), source)
+            }
+            let configuration = try PostgresConfiguration(try await local.start())
+            _ = try await Schema.migrate(configuration)
+            return (configuration, source)
+        }
+    }
+
+    // MARK: Engine
+
+    /// Runs `body` with an engine on the selected database and shuts the engine down afterwards.
+    ///
+    /// Before `body`, one cheap query checks that the schema is current: the embedded database
+    /// is migrated on the spot; an explicit URL without the schema fails with advice to run
+    /// `orderflow migrate`. The CLI's short commands use one connection.
+    public func withEngine<T: Sendable>(
+        maximumConnections: Int = 1,
+        _ body: (OrderFlowEngine) async throws -> T
+    ) async throws -> T {
+        let (configuration, source) = try await databaseConfiguration()
+        let engineConfiguration = OrderFlowConfiguration(
+            database: configuration, merchantID: merchantID, maximumConnections: maximumConnections)
+        let engine = OrderFlowEngine(configuration: engineConfiguration, logger: logger)
+        do {
+            try await ensureSchema(on: engine.pool, configuration: configuration, source: source)
+            let value = try await body(engine)
+            await engine.shutdown()
+            return value
+        } catch {
+            await engine.shutdown()
+            throw error
+        }
+    }
+
+    /// Compares the newest applied migration with the newest bundled one (one query on the
+    /// engine's own connection, which the command then reuses).
+    func ensureSchema(on pool: PostgresPool, configuration: PostgresConfiguration, source: DatabaseSource) async throws {
+        let bundled = try Schema.migrations().last?.version ?? 0
+        let applied: Int
+        do {
+            applied = try await pool.query(PostgresQuery("SELECT coalesce(max(version), 0) AS version FROM schema_migrations"))
+                .single().decode("version", as: Int.self)
+        } catch let error as PostgresError where error.sqlState == "42P01" {
+            applied = 0
+        }
+        guard applied < bundled else { return }
+        switch source {
+        case .embedded:
+            _ = try await Schema.migrate(configuration)
+        case .url:
+            if applied == 0 {
+                throw CLIError(.databaseUnavailable, "the database has no OrderFlow schema: run `orderflow migrate`")
+            }
+            throw CLIError(.databaseUnavailable, "the database schema is at migration \(applied), this orderflow needs \(bundled)",
+                           remedy: "run `orderflow migrate`")
+        }
+    }
+}

@@ -1,0 +1,63 @@
+import Foundation
+
+/// How values are shown to people: local times, short ages, masked secrets.
+public enum Formatting {
+    /// `2025-05-01 14:03:12` in the local time zone.
+    public static func localTime(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = .current
+        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
+        return formatter.string(from: date)
+    }
+
+    /// `14:03:12` when `date` is today, else the full local time.
+    public static func shortLocalTime(_ date: Date, now: Date = Date()) -> String {
+        let full = localTime(date)
+        return full.prefix(10) == localTime(now).prefix(10) ? String(full.dropFirst(11)) : full
+    }
+
+    /// A compact age: `12s`, `5m`, `1h05m`, `2d3h`.
+    public static func age(since start: Date, now: Date = Date()) -> String {
+        let seconds = max(0, Int(now.timeIntervalSince(start)))
+        switch seconds {
+        case ..<60: return "\(seconds)s"
+        case ..<3_600: return "\(seconds / 60)m"
+        case ..<86_400:
+            let minutes = (seconds % 3_600) / 60
+            return "\(seconds / 3_600)h" + (minutes > 0 ? String(format: "%02dm", minutes) : "")
+        default:
+            let hours = (seconds % 86_400) / 3_600
+            return "\(seconds / 86_400)d" + (hours > 0 ? "\(hours)h" : "")
+        }
+    }
+
+    /// A push token as it may be shown: `…` and its last 8 characters.
+    public static func maskedToken(_ token: String) -> String {
+        token.count <= 8 ? "…" + token : "…" + token.suffix(8)
+    }
+
+    /// A stored token suffix (already the last characters) shown like a masked token.
+    public static func tokenSuffix(_ suffix: String?) -> String {
+        guard let suffix, !suffix.isEmpty else { return "-" }
+        return maskedToken(suffix)
+    }
+
+    /// A database URL with its password replaced by `***` (URL or `key=value` form).
+    public static func maskedDatabaseURL(_ url: String) -> String {
+        if let scheme = url.range(of: "://"), let at = url[scheme.upperBound...].lastIndex(of: "@") {
+            let userInfo = url[scheme.upperBound..<at]
+            if let colon = userInfo.firstIndex(of: ":") {
+                return String(url[..<url.index(after: colon)]) + "***" + String(url[at...])
+            }
+            return url
+        }
+        // conninfo: password=secret
+        return url.replacingOccurrences(of: #"password\s*=\s*('[^']*'|\S+)"#, with: "password=***", options: .regularExpression)
+    }
+
+    /// `1 order`, `3 orders`.
+    public static func count(_ count: Int, _ singular: String, _ plural: String? = nil) -> String {
+        "\(count) \(count == 1 ? singular : plural ?? singular + "s")"
+    }
+}

@@ -1,0 +1,297 @@
+import APNS
+import ArgumentParser
+import Foundation
+import Logging
+import Metrics
+import OrderFlow
+import PGKit
+import Prometheus
+import ServiceLifecycle
+
+/// `orderflow worker …`
+struct WorkerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "worker",
+        abstract: "Send the Live Activity pushes that order transitions imply.",
+        subcommands: [Run.self])
+
+    /// `orderflow worker run`
+    struct Run: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Claim activity commands and send them to APNs until stopped.",
+            discussion: """
+                Runs until SIGTERM or SIGINT, then finishes the pushes in flight, gives back \
+                the orders it had claimed and exits 0. Any number of workers can run against \
+                one database; none sends a push twice.
+
+                APNs settings come from flags or the environment (a flag wins):
+                  --apns-key FILE       ORDERFLOW_APNS_KEY      the team's .p8 signing key
+                  --apns-key-id ID      ORDERFLOW_APNS_KEY_ID   its key id
+                  --apns-team-id ID     ORDERFLOW_APNS_TEAM_ID  the team id
+                  --apns-topic ID       ORDERFLOW_APNS_TOPIC    the app's bundle id
+                  --apns-env ENV        ORDERFLOW_APNS_ENV      production (default) or sandbox
+                  --apns-url URL        ORDERFLOW_APNS_URL      another endpoint (a local stand-in)
+                  --apns-ca FILE        ORDERFLOW_APNS_CA       that endpoint's CA certificate (PEM)
+
+                Example:
+                  ORDERFLOW_APNS_KEY=AuthKey_ABC123DEFG.p8 ORDERFLOW_APNS_KEY_ID=ABC123DEFG \\
+                  ORDERFLOW_APNS_TEAM_ID=TEAM123456 ORDERFLOW_APNS_TOPIC=com.example.orders \\
+                    orderflow worker run --metrics-port 9464
+                """)
+
+        @Option(name: .customLong("apns-key"), help: ArgumentHelp("The .p8 signing key file.", valueName: "file"))
+        var apnsKey: String?
+
+        @Option(name: .customLong("apns-key-id"), help: ArgumentHelp("The signing key's id.", valueName: "id"))
+        var apnsKeyID: String?
+
+        @Option(name: .customLong("apns-team-id"), help: ArgumentHelp("The Apple developer team id.", valueName: "id"))
+        var apnsTeamID: String?
+
+        @Option(name: .customLong("apns-topic"), help: ArgumentHelp("The app's bundle id.", valueName: "bundle-id"))
+        var apnsTopic: String?
+
+        @Option(name: .customLong("apns-env"), help: ArgumentHelp("production or sandbox.", valueName: "env"))
+        var apnsEnvironment: String?
+
+        @Option(name: .customLong("apns-url"), help: ArgumentHelp("Send to this endpoint instead of Apple's.", valueName: "url"))
+        var apnsURL: String?
+
+        @Option(name: .customLong("apns-ca"), help: ArgumentHelp("The custom endpoint's CA certificate (PEM).", valueName: "file"))
+        var apnsCA: String?
+
+        @Option(help: ArgumentHelp("Serve Prometheus metrics on this port (GET /metrics).", valueName: "port"))
+        var metricsPort: Int?
+
+        @Option(help: ArgumentHelp("Orders claimed at once (default 100).", valueName: "n"))
+        var batchSize: Int = 100
+
+        @Option(help: ArgumentHelp("Pushes in flight at once per batch (default 64).", valueName: "n"))
+        var concurrency: Int = 64
+
+        @Option(help: ArgumentHelp("Database connections (default 8).", valueName: "n"))
+        var connections: Int = 8
+
+        @Option(help: ArgumentHelp("This worker's name in leases and logs (default host:pid:random).", valueName: "id"))
+        var workerID: String?
+
+        func validate() throws {
+            if let metricsPort, !(1...65535).contains(metricsPort) {
+                throw ValidationError("--metrics-port must be between 1 and 65535")
+            }
+            guard batchSize > 0, concurrency > 0, connections > 1 else {
+                throw ValidationError("--batch-size and --concurrency must be at least 1, --connections at least 2")
+            }
+        }
+
+        func run() async throws {
+            let context = CommandContext.current()
+            let logger = context.logger("orderflow.worker", defaultLevel: .info)
+            let apns = try APNSSettings(flags: self, environment: context.environment)
+            if let warning = apns.keyPermissionWarning { Terminal.writeError("orderflow: warning: \(warning)") }
+
+            let (database, source) = try await context.databaseConfiguration()
+            // The engine fires the workflows' durable timers beside the worker; its commits wake
+            // the worker in-process, other processes' commits arrive by LISTEN.
+            var engineConfiguration = OrderFlowConfiguration(
+                database: database, merchantID: context.merchantID, maximumConnections: connections)
+            engineConfiguration.acquireTimeout = .seconds(30)
+            let engine = OrderFlowEngine(configuration: engineConfiguration, logger: logger)
+            let client: APNSClient
+            do {
+                try await context.ensureSchema(on: engine.pool, configuration: database, source: source)
+            } catch {
+                await engine.shutdown()
+                throw error
+            }
+            do {
+                client = try APNSClient(configuration: apns.client, logger: context.logger("orderflow.apns", defaultLevel: .info))
+            } catch {
+                await engine.shutdown()
+                throw CLIError(.usage, "cannot use the APNs settings: \(error)")
+            }
+
+            var services: [any Service] = [engine.pool]
+            if let metricsPort {
+                let registry = PrometheusCollectorRegistry()
+                MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+                do {
+                    services.append(try MetricsEndpoint(port: metricsPort, registry: registry, logger: logger))
+                } catch {
+                    try? await client.shutdown()
+                    await engine.shutdown()
+                    throw error
+                }
+            }
+            let listener = PostgresListener(
+                configuration: database, channels: [OrderFlowEngine.wakeChannel],
+                logger: context.logger("orderflow.worker.listen", defaultLevel: .info))
+            services.append(listener)
+            services.append(TimerService(engine: engine, logger: context.logger("orderflow.timers", defaultLevel: .info)))
+            var configuration = WorkerConfiguration(
+                bundleID: apns.bundleID, batchSize: batchSize, concurrentSends: concurrency)
+            if let workerID { configuration.workerID = workerID }
+            services.append(OrderFlowWorker(
+                configuration: configuration, pool: engine.pool, sender: client, wakeSignal: engine.wakeSignal,
+                listener: listener, logger: logger))
+
+            // Shut down in reverse: the worker first (it still needs the pool), the pool last.
+            let group = ServiceGroup(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+            do {
+                try await group.run()
+            } catch {
+                try? await client.shutdown()
+                await engine.shutdown()
+                throw error
+            }
+            try? await client.shutdown()
+            await engine.shutdown()
+        }
+    }
+}
+
+/// The APNs settings of `worker run`, from flags or the environment, checked before anything
+/// starts so that a missing or unreadable setting fails at once with its name.
+struct APNSSettings {
+    var client: APNSClientConfiguration
+    var bundleID: String
+    /// Set when the key file is readable by group or others.
+    var keyPermissionWarning: String?
+
+    init(flags: WorkerCommand.Run, environment: [String: String]) throws {
+        func value(_ flag: String?, _ variable: String) -> String? {
+            let given = flag ?? environment[variable]
+            guard let given = given?.trimmingCharacters(in: .whitespaces), !given.isEmpty else { return nil }
+            return given
+        }
+        func required(_ flag: String?, _ option: String, _ variable: String, _ what: String) throws -> String {
+            guard let given = value(flag, variable) else {
+                throw CLIError(.usage, "no APNs \(what) given", remedy: "pass \(option) or set \(variable)")
+            }
+            return given
+        }
+        let keyPath = try required(flags.apnsKey, "--apns-key FILE", "ORDERFLOW_APNS_KEY", "signing key (.p8 file)")
+        let keyID = try required(flags.apnsKeyID, "--apns-key-id ID", "ORDERFLOW_APNS_KEY_ID", "key id")
+        let teamID = try required(flags.apnsTeamID, "--apns-team-id ID", "ORDERFLOW_APNS_TEAM_ID", "team id")
+        bundleID = try required(flags.apnsTopic, "--apns-topic BUNDLE_ID", "ORDERFLOW_APNS_TOPIC", "topic (the app's bundle id)")
+
+        let keySource = flags.apnsKey != nil ? "--apns-key" : "ORDERFLOW_APNS_KEY"
+        guard FileManager.default.fileExists(atPath: keyPath) else {
+            throw CLIError(.usage, "\(keySource) names \(keyPath), which does not exist",
+                           remedy: "download the key (.p8) from the Apple Developer account and give its path")
+        }
+        guard FileManager.default.isReadableFile(atPath: keyPath) else {
+            throw CLIError(.usage, "\(keySource) names \(keyPath), which this user cannot read",
+                           remedy: "make it readable by the user running the worker (and only by it: chmod 600 \(keyPath))")
+        }
+        var status = stat()
+        if stat(keyPath, &status) == 0, status.st_mode & 0o077 != 0 {
+            keyPermissionWarning = "the APNs signing key \(keyPath) is readable by other users; run `chmod 600 \(keyPath)`"
+        }
+
+        let environmentName = value(flags.apnsEnvironment, "ORDERFLOW_APNS_ENV")?.lowercased() ?? "production"
+        let target: APNSClientConfiguration.Environment
+        if let url = value(flags.apnsURL, "ORDERFLOW_APNS_URL") {
+            var trustRoots: String?
+            if let caPath = value(flags.apnsCA, "ORDERFLOW_APNS_CA") {
+                let caSource = flags.apnsCA != nil ? "--apns-ca" : "ORDERFLOW_APNS_CA"
+                guard let pem = try? String(contentsOfFile: caPath, encoding: .utf8) else {
+                    throw CLIError(.usage, "\(caSource) names \(caPath), which cannot be read",
+                                   remedy: "give the path of the endpoint's CA certificate in PEM form")
+                }
+                trustRoots = pem
+            }
+            target = .custom(baseURL: url, trustRootsPEM: trustRoots)
+        } else {
+            switch environmentName {
+            case "production": target = .production
+            case "sandbox", "development": target = .sandbox
+            default:
+                let source = flags.apnsEnvironment != nil ? "--apns-env" : "ORDERFLOW_APNS_ENV"
+                throw CLIError(.usage, "\(source) is \"\(environmentName)\"", remedy: "use production or sandbox")
+            }
+        }
+        client = APNSClientConfiguration(
+            environment: target, credentials: .init(key: .file(path: keyPath), keyID: keyID, teamID: teamID))
+    }
+}
+
+/// Serves the Prometheus registry as text on `GET /metrics`: a blocking accept loop on a
+/// thread of its own (scrapes are rare), closed at graceful shutdown.
+final class MetricsEndpoint: Service, Sendable {
+    private let socket: Int32
+    private let registry: PrometheusCollectorRegistry
+    private let logger: Logger
+    let port: Int
+
+    /// Binds the port at once, so that a port in use fails at start.
+    init(port: Int, registry: PrometheusCollectorRegistry, logger: Logger) throws {
+        self.port = port
+        self.registry = registry
+        self.logger = logger
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socket >= 0 else { throw CLIError(.internalError, "cannot open a socket for metrics: \(String(cString: strerror(errno)))") }
+        var reuse: Int32 = 1
+        setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr = in_addr(s_addr: INADDR_ANY)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(socket, 16) == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(socket)
+            throw CLIError(.usage, "cannot serve metrics on port \(port): \(reason)", remedy: "choose another --metrics-port")
+        }
+        self.socket = socket
+    }
+
+    func run() async throws {
+        let thread = Thread { [self] in serve() }
+        thread.name = "metrics"
+        thread.start()
+        logger.info("serving metrics", metadata: ["orderflow.metrics_url": "http://0.0.0.0:\(port)/metrics"])
+        try? await gracefulShutdown()
+        // Unblocks accept(2); the thread then ends.
+        shutdown(socket, Int32(SHUT_RDWR))
+        close(socket)
+    }
+
+    private func serve() {
+        while true {
+            let client = accept(socket, nil, nil)
+            guard client >= 0 else {
+                if errno == EINTR { continue }
+                return
+            }
+            respond(on: client)
+            close(client)
+        }
+    }
+
+    private func respond(on client: Int32) {
+        var timeout = timeval(tv_sec: 2, tv_usec: 0)
+        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var request = [UInt8](repeating: 0, count: 4096)
+        let count = read(client, &request, request.count)
+        guard count > 0 else { return }
+        let line = String(decoding: request[..<count], as: UTF8.self).prefix { $0 != "\r" && $0 != "\n" }
+        let parts = line.split(separator: " ")
+        let (status, type, body): (String, String, [UInt8])
+        if parts.count >= 2, parts[0] == "GET", parts[1] == "/metrics" || parts[1].hasPrefix("/metrics?") {
+            (status, type, body) = ("200 OK", "text/plain; version=0.0.4; charset=utf-8", registry.emitToBuffer())
+        } else {
+            (status, type, body) = ("404 Not Found", "text/plain; charset=utf-8", Array("GET /metrics\n".utf8))
+        }
+        let head = "HTTP/1.1 \(status)\r\nContent-Type: \(type)\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n"
+        let response = Array(head.utf8) + body
+        var offset = 0
+        while offset < response.count {
+            let written = response[offset...].withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
+            guard written > 0 else { return }
+            offset += written
+        }
+    }
+}

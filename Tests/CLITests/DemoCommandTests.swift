@@ -1,0 +1,53 @@
+import Foundation
+import PostgresTesting
+import Testing
+
+/// `orderflow demo` run as a user runs it: the built binary, on a fresh database of the
+/// throw-away server. Serialized: the demo measures time and the machine is small.
+@Suite("orderflow demo", .serialized)
+struct DemoCommandTests {
+    @Test("runs end to end on a fresh database: starts, updates, ends, alerts, a merged burst, a cancellation")
+    func runsEndToEnd() async throws {
+        let database = try await TestDatabase.fresh(prefix: "demo")
+        let cli = try CLI(databaseURL: database.connectionString)
+
+        // Not migrated and not in the repository folder: the demo migrates and finds the workflows.
+        let first = try await cli.run("demo")
+        #expect(first.status == 0, "\(first)")
+        #expect(first.stderr.isEmpty, "nothing on stderr:\n\(first)")
+        let output = first.stdout
+        for fragment in [
+            "Live Activity", "Order A", "Order B", "Order C", "Order R",
+            "→ start", "→ update", "→ end", "→ alert",           // the pushes the stand-in received
+            "received → cancelled",                              // order C's cancellation
+            "3 transitions in 1 update",                         // order B's burst, at the push
+            "order B's 3 quick steps arrived as 1 update",       // and in the summary
+            "ordinary alerts",                                   // ben-iphone's fallback
+            "driver_assigned", "Maria", "7ABC123",               // the ride's details
+            "separate notifications",                            // the point of it all
+        ] {
+            #expect(output.contains(fragment), "expected \"\(fragment)\" in:\n\(output)")
+        }
+        // Piped output is plain: no colour escapes.
+        #expect(!output.contains("\u{1B}["), "escape sequences in piped output:\n\(output)")
+        // Tokens are random hex (64 or 160 characters) and only ever shown as their last 8.
+        #expect(output.firstMatch(of: /[0-9a-fA-F]{32,}/) == nil, "a whole push token is shown:\n\(output)")
+        #expect(output.contains("…"), "masked tokens are shown:\n\(output)")
+        let summary = try #require(output.split(separator: "\n").first { $0.contains(" transitions → ") })
+        #expect(summary.hasPrefix("18 transitions → 19 pushes"), "\(summary)")
+        #expect(first.seconds < 30, "the demo took \(first.seconds) s")
+
+        // A second run on the same database uses a merchant of its own and succeeds again.
+        let second = try await cli.run("demo")
+        #expect(second.status == 0, "\(second)")
+        #expect(second.stdout.contains("order B's 3 quick steps arrived as 1 update"), "\(second)")
+    }
+
+    @Test("an unreachable database fails with one line and exit 69")
+    func unreachableDatabase() async throws {
+        let cli = try CLI(databaseURL: "postgresql://nobody@127.0.0.1:1/nothing")
+        let result = try await cli.run("demo")
+        #expect(result.status == 69, "\(result)")
+        #expect(result.stderrLines.count == 1 && result.stderr.hasPrefix("orderflow: "), "\(result)")
+    }
+}
