@@ -1,0 +1,61 @@
+import Foundation
+import LocalPostgres
+import OrderFlow
+import PGKit
+
+/// The database a benchmark runs on: `--database`/`ORDERFLOW_DATABASE_URL`, or a private
+/// cluster under `.orderflow/bench-postgres`; each run gets a fresh database in it.
+struct BenchDatabase {
+    let configuration: PostgresConfiguration
+    let name: String
+
+    static func make(url: String?) async throws -> BenchDatabase {
+        let serverURL: String
+        if let url = url ?? ProcessInfo.processInfo.environment["ORDERFLOW_DATABASE_URL"] {
+            serverURL = url
+        } else {
+            let folder = URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".orderflow/bench-postgres")
+            serverURL = try await LocalPostgres(folder: folder).start()
+        }
+        let server = try PostgresConfiguration(serverURL)
+        let name = "orderflow_bench_\(Int(Date().timeIntervalSince1970))"
+        try await PostgresConnection.withConnection(server) { connection in
+            // CREATE DATABASE takes no parameters; the name is built from the clock above.
+            try await connection.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
+        }
+        var components = URLComponents(string: serverURL)!
+        components.path = "/" + name
+        let configuration = try PostgresConfiguration(components.string!)
+        _ = try await Schema.migrate(configuration)
+        return BenchDatabase(configuration: configuration, name: name)
+    }
+}
+
+/// Runs pgbench with a custom script and returns its transactions per second.
+func runPgbench(url: String, script: String, clients: Int, seconds: Int) throws -> Double {
+    let scriptURL = FileManager.default.temporaryDirectory.appendingPathComponent("orderflow-pgbench-\(UUID().uuidString).sql")
+    try script.write(to: scriptURL, atomically: true, encoding: .utf8)
+    defer { try? FileManager.default.removeItem(at: scriptURL) }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["pgbench", "-n", "-M", "prepared", "-c", "\(clients)", "-j", "2", "-T", "\(seconds)", "-f", scriptURL.path, url]
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = output
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    let text = String(decoding: data, as: UTF8.self)
+    guard process.terminationStatus == 0,
+          let line = text.split(separator: "\n").first(where: { $0.hasPrefix("tps = ") }),
+          let tps = Double(line.dropFirst(6).prefix { $0 != " " })
+    else {
+        throw BenchError("pgbench failed (is it installed? apt-get install postgresql-contrib): \(text.suffix(400))")
+    }
+    return tps
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
