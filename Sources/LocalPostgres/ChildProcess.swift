@@ -5,14 +5,14 @@ import Foundation
 /// Hand-written because Foundation's `Process` on Linux learns that a child exited through a
 /// descriptor the child inherits; `pg_ctl start` leaves the server holding it, so
 /// `waitUntilExit()` never returns. And a wait of seconds must not occupy the concurrency pool.
-enum ChildProcess {
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
+public enum ChildProcess {
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
     }
 
     /// Runs `arguments[0]` with `arguments`, stdin from /dev/null, stdout and stderr into
     /// `outputPath`; returns the exit status.
-    static func run(_ arguments: [String], environment: [String: String], outputPath: String) async throws -> Int32 {
+    public static func run(_ arguments: [String], environment: [String: String], outputPath: String) async throws -> Int32 {
         try await withCheckedThrowingContinuation { continuation in
             let thread = Thread {
                 continuation.resume(with: Result { try runBlocking(arguments, environment: environment, outputPath: outputPath) })
@@ -36,8 +36,20 @@ enum ChildProcess {
             argv.forEach { free($0) }
             envp.forEach { free($0) }
         }
+        // Threads of a Swift process may block signals; a child must not inherit that mask
+        // (pgbench's -T relies on SIGALRM, the server on SIGTERM/SIGINT).
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        var allSignals = sigset_t()
+        sigfillset(&allSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        posix_spawnattr_setsigdefault(&attributes, &allSignals)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, arguments[0], &actions, nil, argv, envp)
+        let spawned = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, envp)
         guard spawned == 0 else {
             throw Failure(description: "cannot run \(arguments[0]): \(String(cString: strerror(spawned)))")
         }

@@ -81,74 +81,112 @@ extension OrderFlowEngine {
         expectedState: String? = nil, actor: String? = nil
     ) async throws -> AdvanceResult {
         try await translatingErrors {
-            let current = try await pool.query(PostgresQuery("""
-                SELECT o.workflow_name, o.workflow_version, o.state, o.seq, o.attributes, o.content,
-                       (SELECT t.seq FROM order_transitions t
-                         WHERE t.merchant_id = o.merchant_id AND t.order_id = o.order_id AND t.idempotency_key = $3) AS replay_seq
-                FROM orders o WHERE o.merchant_id = $1 AND o.order_id = $2
-                """, merchantID, orderID, idempotencyKey)).first
-            guard let current else { throw Self.orderNotFound(orderID) }
-            if let replaySeq = try current.decode("replay_seq", as: Int?.self) {
-                return try await replay(orderID, seq: replaySeq)
+            // The read, the checks, the rendering and the write happen in one visit to a
+            // pooled connection's thread: two statements, no other hops.
+            let outcome = try await pool.withConnection { [self] connection in
+                try await connection.run { connection in
+                    try await advanceOnConnection(
+                        connection, orderID: orderID, target: target, input: input, idempotencyKey: idempotencyKey,
+                        expectedState: expectedState, actor: actor)
+                }
             }
-            let state: String = try current.decode("state")
-            let seq: Int = try current.decode("seq")
-            let workflow = try await workflows.workflow(
-                named: try current.decode("workflow_name"), version: try current.decode("workflow_version"))
-            if let expectedState, expectedState.lowercased() != state.lowercased() {
-                throw OrderFlowError(.conflict, "order \(orderID) is in \(state), not in \(expectedState) as expected", currentState: state)
-            }
-            let transition: TransitionSpec
-            do throws(TransitionResolutionError) {
-                transition = try workflow.resolveTransition(from: state, target: target)
-            } catch {
-                throw Self.translate(error, orderID: orderID, workflow: workflow)
-            }
-            let validInput = try workflow.validateInput(input, for: transition)
-            let attributes = try JSONValue(postgres: current.decode("attributes"))
-            let previous = try JSONValue(postgres: current.decode("content"))
-            let now = Date()
-            let rendering = StoredRendering(try workflow.render(
-                transition: transition, attributes: attributes, input: validInput, previous: previous, at: now))
-            let newSeq: Int?
-            do {
-                newSeq = try await pool.query(PostgresQuery("""
-                    WITH moved AS (
-                        UPDATE orders SET state = $3, seq = seq + 1, content = $4::jsonb, updated_at = $5, state_entered_at = $5
-                        WHERE merchant_id = $1 AND order_id = $2 AND seq = $6
-                        RETURNING merchant_id, order_id, seq
-                    ), history AS (
-                        INSERT INTO order_transitions (merchant_id, order_id, seq, from_state, to_state, event, input,
-                                                       rendered, actor, idempotency_key, occurred_at)
-                        SELECT merchant_id, order_id, seq, $7, $3, $8, $9::jsonb, $10::jsonb, $11, $12, $5 FROM moved
-                    ), command AS (
-                        INSERT INTO activity_commands (merchant_id, order_id, seq, kind)
-                        SELECT merchant_id, order_id, seq, $13 FROM moved
-                    )
-                    SELECT seq FROM moved
-                    """, merchantID, orderID, transition.to, rendering.content.postgresJSON, now, seq, state,
-                    transition.event, validInput.postgresJSON, try PostgresJSON(encoding: rendering), actor,
-                    idempotencyKey, rendering.isEnd ? "end" : "update")
-                ).first?.decode("seq", as: Int.self)
-            } catch let error as PostgresError where error.isUniqueViolation && idempotencyKey != nil {
-                // The same key committed concurrently: answer with that first result.
-                return try await replayByKey(orderID, key: idempotencyKey!)
-            }
-            guard let newSeq else {
+            switch outcome {
+            case .advanced(let result):
+                await wakeSignal.signal()
+                return result
+            case .replay(let seq):
+                return try await replay(orderID, seq: seq)
+            case .replayKey(let key):
+                return try await replayByKey(orderID, key: key)
+            case .changedMeanwhile(let assumedState):
                 // Someone moved the order first; if it was a retry of this very request, that
                 // is our answer.
                 if let idempotencyKey, let replayed = try? await replayByKey(orderID, key: idempotencyKey) {
                     return replayed
                 }
-                throw try await concurrentChange(orderID, assumedState: state, target: target)
+                throw try await concurrentChange(orderID, assumedState: assumedState, target: target)
             }
-            await wakeSignal.signal()
-            let order = try await orderSnapshot(orderID, workflow: workflow)
-            let record = TransitionRecord(
-                seq: newSeq, from: state, to: transition.to, event: transition.event, input: validInput,
-                rendered: rendering, actor: actor, idempotencyKey: idempotencyKey, occurredAt: now)
-            return AdvanceResult(order: order, transition: record, replayed: false)
         }
+    }
+
+    private enum AdvanceOutcome: Sendable {
+        case advanced(AdvanceResult)
+        case replay(seq: Int)
+        case replayKey(String)
+        case changedMeanwhile(assumedState: String)
+    }
+
+    private func advanceOnConnection(
+        _ connection: isolated PostgresConnection, orderID: String, target: String, input: JSONValue,
+        idempotencyKey: String?, expectedState: String?, actor: String?
+    ) async throws -> AdvanceOutcome {
+        let current = try connection.query(PostgresQuery("""
+            SELECT o.workflow_name, o.workflow_version, o.state, o.seq, o.attributes, o.content, o.created_at,
+                   (SELECT t.seq FROM order_transitions t
+                     WHERE t.merchant_id = o.merchant_id AND t.order_id = o.order_id AND t.idempotency_key = $3) AS replay_seq
+            FROM orders o WHERE o.merchant_id = $1 AND o.order_id = $2
+            """, merchantID, orderID, idempotencyKey)).first
+        guard let current else { throw Self.orderNotFound(orderID) }
+        if let replaySeq = try current.decode("replay_seq", as: Int?.self) { return .replay(seq: replaySeq) }
+        let state: String = try current.decode("state")
+        let seq: Int = try current.decode("seq")
+        let workflowName: String = try current.decode("workflow_name")
+        let workflowVersion: Int = try current.decode("workflow_version")
+        let workflow: Workflow
+        if let cached = workflows.cachedWorkflow(named: workflowName, version: workflowVersion) {
+            workflow = cached
+        } else {
+            workflow = try await workflows.workflow(named: workflowName, version: workflowVersion)
+        }
+        if let expectedState, expectedState.lowercased() != state.lowercased() {
+            throw OrderFlowError(.conflict, "order \(orderID) is in \(state), not in \(expectedState) as expected", currentState: state)
+        }
+        let transition: TransitionSpec
+        do throws(TransitionResolutionError) {
+            transition = try workflow.resolveTransition(from: state, target: target)
+        } catch {
+            throw Self.translate(error, orderID: orderID, workflow: workflow)
+        }
+        let validInput = try workflow.validateInput(input, for: transition)
+        let attributes = try JSONValue(postgres: current.decode("attributes"))
+        let previous = try JSONValue(postgres: current.decode("content"))
+        let now = Date()
+        let rendering = StoredRendering(try workflow.render(
+            transition: transition, attributes: attributes, input: validInput, previous: previous, at: now))
+        let newSeq: Int?
+        do {
+            newSeq = try connection.query(PostgresQuery("""
+                WITH moved AS (
+                    UPDATE orders SET state = $3, seq = seq + 1, content = $4::jsonb, updated_at = $5, state_entered_at = $5
+                    WHERE merchant_id = $1 AND order_id = $2 AND seq = $6
+                    RETURNING merchant_id, order_id, seq
+                ), history AS (
+                    INSERT INTO order_transitions (merchant_id, order_id, seq, from_state, to_state, event, input,
+                                                   rendered, actor, idempotency_key, occurred_at)
+                    SELECT merchant_id, order_id, seq, $7, $3, $8, $9::jsonb, $10::jsonb, $11, $12, $5 FROM moved
+                ), command AS (
+                    INSERT INTO activity_commands (merchant_id, order_id, seq, kind)
+                    SELECT merchant_id, order_id, seq, $13 FROM moved
+                )
+                SELECT seq FROM moved
+                """, merchantID, orderID, transition.to, rendering.content.postgresJSON, now, seq, state,
+                transition.event, validInput.postgresJSON, try PostgresJSON(encoding: rendering), actor,
+                idempotencyKey, rendering.isEnd ? "end" : "update")
+            ).first?.decode("seq", as: Int.self)
+        } catch let error as PostgresError where error.isUniqueViolation && idempotencyKey != nil {
+            // The same key committed concurrently: answer with that first result.
+            return .replayKey(idempotencyKey!)
+        }
+        guard let newSeq else { return .changedMeanwhile(assumedState: state) }
+        // Everything the snapshot holds is known here: no need to read the order again.
+        let order = OrderSnapshot(
+            orderID: orderID, workflow: workflow.name, workflowVersion: workflowVersion, state: transition.to, seq: newSeq,
+            isFinal: workflow.isFinal(transition.to), attributes: attributes, content: rendering.content,
+            createdAt: try current.decode("created_at"), updatedAt: now, stateEnteredAt: now)
+        let record = TransitionRecord(
+            seq: newSeq, from: state, to: transition.to, event: transition.event, input: validInput,
+            rendered: rendering, actor: actor, idempotencyKey: idempotencyKey, occurredAt: now)
+        return .advanced(AdvanceResult(order: order, transition: record, replayed: false))
     }
 
     /// Moves an order to its workflow's `cancelled` state (or the state its `cancel` event leads to).

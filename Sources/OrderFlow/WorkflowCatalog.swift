@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import PGKit
 import WorkflowKit
 
@@ -33,9 +34,10 @@ public struct WorkflowVersionSummary: Sendable, Hashable, Codable {
 public actor WorkflowCatalog {
     private let pool: PostgresPool
     private let merchantID: String
-    private var cache: [VersionKey: Workflow] = [:]
+    /// Parsed versions; readable without a hop to the actor (the hot path of every advance).
+    private let cache = Mutex<[VersionKey: Workflow]>([:])
 
-    private struct VersionKey: Hashable {
+    private struct VersionKey: Hashable, Sendable {
         var name: String
         var version: Int
     }
@@ -72,15 +74,19 @@ public actor WorkflowCatalog {
                 return AppliedWorkflow(name: workflow.name, version: version, created: true)
             }
         }
-        if applied.created { cache[VersionKey(name: workflow.name, version: applied.version)] = workflow }
+        if applied.created { cache.withLock { $0[VersionKey(name: workflow.name, version: applied.version)] = workflow } }
         return applied
     }
 
     /// A pinned version (from cache after the first load).
     public func workflow(named name: String, version: Int) async throws -> Workflow {
-        let key = VersionKey(name: name, version: version)
-        if let cached = cache[key] { return cached }
+        if let cached = cachedWorkflow(named: name, version: version) { return cached }
         return try await stored(named: name, version: version).workflow
+    }
+
+    /// A version already loaded, without waiting for the actor.
+    nonisolated func cachedWorkflow(named name: String, version: Int) -> Workflow? {
+        cache.withLock { $0[VersionKey(name: name, version: version)] }
     }
 
     /// The newest version of `name`.
@@ -110,11 +116,11 @@ public actor WorkflowCatalog {
         let source: String = try row.decode("source")
         let key = VersionKey(name: name, version: storedVersion)
         let workflow: Workflow
-        if let cached = cache[key] {
+        if let cached = cache.withLock({ $0[key] }) {
             workflow = cached
         } else {
             workflow = try WorkflowLoader.load(yaml: source, file: "\(name)@\(storedVersion)")
-            cache[key] = workflow
+            cache.withLock { $0[key] = workflow }
         }
         return StoredWorkflow(name: name, version: storedVersion, workflow: workflow, source: source,
                               createdAt: try row.decode("created_at"))

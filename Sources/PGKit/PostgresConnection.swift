@@ -1,6 +1,7 @@
 import CLibPQ
 import Foundation
 import Logging
+import Synchronization
 
 /// One libpq connection, confined to a thread of its own.
 ///
@@ -17,6 +18,8 @@ public actor PostgresConnection {
     private let native = NativeConnection()
     private var handle: OpaquePointer? { native.pointer }
     private var preparedNames: [String: String] = [:]
+    /// Readable without a hop to the connection's thread: set once the connection broke or closed.
+    nonisolated let health = ConnectionHealth()
     private var lastError: PostgresError?
 
     private init(configuration: PostgresConfiguration, logger: Logger) {
@@ -92,6 +95,7 @@ public actor PostgresConnection {
 
     /// Closes the connection; further use fails with `.connectionLost`.
     public func close() {
+        health.broken.store(true, ordering: .releasing)
         native.finish()
         preparedNames = [:]
     }
@@ -237,6 +241,12 @@ public actor PostgresConnection {
         return lines.isEmpty ? "unknown error" : lines.joined(separator: "; ")
     }
 
+    /// Runs `body` on this connection's thread: several statements, and the work between
+    /// them, without a hop per statement.
+    public func run<T: Sendable>(_ body: @Sendable (isolated PostgresConnection) async throws -> T) async throws -> T {
+        try await body(self)
+    }
+
     // MARK: Transactions
 
     /// Runs `body` inside BEGIN … COMMIT. If `body` throws, the transaction is rolled back and
@@ -280,6 +290,12 @@ public actor PostgresConnection {
         defer { PQfreemem(escaped) }
         return String(cString: escaped)
     }
+}
+
+/// Whether a connection is known to be broken, readable from any thread.
+final class ConnectionHealth: Sendable {
+    let broken = Atomic<Bool>(false)
+    var isBroken: Bool { broken.load(ordering: .acquiring) }
 }
 
 /// Owns a `PGconn *`: `PQfinish` runs here, once, on close or when the connection is dropped.

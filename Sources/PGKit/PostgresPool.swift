@@ -24,7 +24,7 @@ public actor PostgresPool: Service {
 
     public nonisolated let configuration: Configuration
     private let logger: Logger
-    private var idle: [PostgresConnection] = []
+    private var idle: [(connection: PostgresConnection, since: ContinuousClock.Instant)] = []
     /// Open or opening connections, in use or idle.
     private var openCount = 0
     private var waiters: [(id: Int, continuation: CheckedContinuation<PostgresConnection, any Error>)] = []
@@ -74,7 +74,10 @@ public actor PostgresPool: Service {
     private func acquire() async throws -> PostgresConnection {
         while true {
             guard !closed else { throw PostgresError(.shutdown, "the connection pool is shut down") }
-            if let connection = idle.popLast() {
+            if let (connection, since) = idle.popLast() {
+                // A connection returned moments ago is as good as it was; one that sat idle
+                // may have been closed by the server meanwhile: look (without blocking).
+                if !connection.health.isBroken && ContinuousClock.now - since < .milliseconds(100) { return connection }
                 if await connection.isUsable() { return connection }
                 await discard(connection)
                 continue
@@ -122,14 +125,14 @@ public actor PostgresPool: Service {
     }
 
     private func release(_ connection: PostgresConnection) async {
-        guard !closed, await connection.isUsable() else {
+        guard !closed, !connection.health.isBroken else {
             await discard(connection)
             return
         }
         if !waiters.isEmpty {
             waiters.removeFirst().continuation.resume(returning: connection)
         } else {
-            idle.append(connection)
+            idle.append((connection, .now))
         }
     }
 
@@ -142,7 +145,7 @@ public actor PostgresPool: Service {
         do {
             let fresh = try await PostgresConnection.connect(configuration.connection, logger: logger)
             if waiters.isEmpty {
-                idle.append(fresh)
+                idle.append((fresh, .now))
             } else {
                 waiters.removeFirst().continuation.resume(returning: fresh)
             }
@@ -155,7 +158,7 @@ public actor PostgresPool: Service {
     /// Closes every idle connection and refuses new work; connections in use close on return.
     public func close() async {
         closed = true
-        let connections = idle
+        let connections = idle.map(\.connection)
         idle = []
         for connection in connections {
             await connection.close()

@@ -32,25 +32,27 @@ struct BenchDatabase {
 }
 
 /// Runs pgbench with a custom script and returns its transactions per second.
-func runPgbench(url: String, script: String, clients: Int, seconds: Int) throws -> Double {
-    let scriptURL = FileManager.default.temporaryDirectory.appendingPathComponent("orderflow-pgbench-\(UUID().uuidString).sql")
+func runPgbench(url: String, script: String, clients: Int, seconds: Int, variables: [String: String] = [:]) async throws -> Double {
+    let directory = FileManager.default.temporaryDirectory
+    let scriptURL = directory.appendingPathComponent("orderflow-pgbench-\(UUID().uuidString).sql")
+    let outputURL = directory.appendingPathComponent("orderflow-pgbench-\(UUID().uuidString).log")
     try script.write(to: scriptURL, atomically: true, encoding: .utf8)
-    defer { try? FileManager.default.removeItem(at: scriptURL) }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["pgbench", "-n", "-M", "prepared", "-c", "\(clients)", "-j", "2", "-T", "\(seconds)", "-f", scriptURL.path, url]
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = output
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    let text = String(decoding: data, as: UTF8.self)
-    guard process.terminationStatus == 0,
+    defer {
+        try? FileManager.default.removeItem(at: scriptURL)
+        try? FileManager.default.removeItem(at: outputURL)
+    }
+    guard let pgbench = ["/usr/bin/pgbench", "/usr/lib/postgresql/15/bin/pgbench"].first(where: FileManager.default.isExecutableFile(atPath:)) else {
+        throw BenchError("pgbench is not installed: apt-get install postgresql-client")
+    }
+    let arguments = [pgbench, "-n", "-M", "prepared", "-c", "\(clients)", "-j", "2", "-T", "\(seconds)", "-f", scriptURL.path]
+        + variables.flatMap { ["-D", "\($0.key)=\($0.value)"] } + [url]
+    let status = try await ChildProcess.run(arguments, environment: ProcessInfo.processInfo.environment, outputPath: outputURL.path)
+    let text = (try? String(contentsOf: outputURL, encoding: .utf8)) ?? ""
+    guard status == 0,
           let line = text.split(separator: "\n").first(where: { $0.hasPrefix("tps = ") }),
           let tps = Double(line.dropFirst(6).prefix { $0 != " " })
     else {
-        throw BenchError("pgbench failed (is it installed? apt-get install postgresql-contrib): \(text.suffix(400))")
+        throw BenchError("pgbench failed: \(text.suffix(400))")
     }
     return tps
 }

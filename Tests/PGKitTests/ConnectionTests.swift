@@ -151,7 +151,7 @@ struct ConnectionTests {
         try await PostgresConnection.withConnection(configuration) { admin in
             try await admin.query(PostgresQuery("SELECT pg_terminate_backend($1)", pid))
         }
-        try await Task.sleep(for: .milliseconds(100))
+        try await Task.sleep(for: .milliseconds(300))
         // The idle connection's death is noticed at acquire; the query runs on a fresh one.
         let newPID = try await pool.query(PostgresQuery("SELECT pg_backend_pid() AS pid")).single().decode("pid", as: Int.self)
         #expect(newPID != pid)
