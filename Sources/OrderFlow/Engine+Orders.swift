@@ -58,6 +58,10 @@ extension OrderFlowEngine {
                 }
                 return snapshot
             }
+            orderCache.store(OrderCache.Entry(
+                workflowName: snapshot.workflow, workflowVersion: snapshot.workflowVersion, state: snapshot.state,
+                seq: snapshot.seq, attributes: snapshot.attributes, content: snapshot.content, createdAt: snapshot.createdAt),
+                for: request.orderID)
             await wakeSignal.signal()
             return snapshot
         }
@@ -83,11 +87,12 @@ extension OrderFlowEngine {
         try await translatingErrors {
             // The read, the checks, the rendering and the write happen in one visit to a
             // pooled connection's thread: two statements, no other hops.
+            let started = Date()
             let outcome = try await pool.withConnection { [self] connection in
                 try await connection.run { connection in
                     try await advanceOnConnection(
                         connection, orderID: orderID, target: target, input: input, idempotencyKey: idempotencyKey,
-                        expectedState: expectedState, actor: actor)
+                        expectedState: expectedState, actor: actor, started: started)
                 }
             }
             switch outcome {
@@ -118,8 +123,28 @@ extension OrderFlowEngine {
 
     private func advanceOnConnection(
         _ connection: isolated PostgresConnection, orderID: String, target: String, input: JSONValue,
-        idempotencyKey: String?, expectedState: String?, actor: String?
+        idempotencyKey: String?, expectedState: String?, actor: String?, started: Date
     ) async throws -> AdvanceOutcome {
+        // Without an idempotency key (whose earlier use only the database knows), an order this
+        // process moved last needs no read: the write below is guarded by its sequence number.
+        if idempotencyKey == nil, let cached = orderCache.entry(for: orderID) {
+            do {
+                let outcome = try await advance(
+                    connection, orderID: orderID, known: cached, target: target, input: input, idempotencyKey: nil,
+                    expectedState: expectedState, actor: actor)
+                guard case .changedMeanwhile = outcome else { return outcome }
+                // The cache was stale, or another caller won a race: read and decide again, but
+                // report a conflict if the order changed after this call began.
+                orderCache.forget(orderID)
+                let updatedAt = try connection.query(PostgresQuery(
+                    "SELECT updated_at FROM orders WHERE merchant_id = $1 AND order_id = $2", merchantID, orderID)
+                ).first?.decode("updated_at", as: Date.self)
+                if let updatedAt, updatedAt >= started { return outcome }
+            } catch is OrderFlowError {
+                // Refused on what may be stale knowledge: decide again from the database.
+                orderCache.forget(orderID)
+            }
+        }
         let current = try connection.query(PostgresQuery("""
             SELECT o.workflow_name, o.workflow_version, o.state, o.seq, o.attributes, o.content, o.created_at,
                    (SELECT t.seq FROM order_transitions t
@@ -128,15 +153,27 @@ extension OrderFlowEngine {
             """, merchantID, orderID, idempotencyKey)).first
         guard let current else { throw Self.orderNotFound(orderID) }
         if let replaySeq = try current.decode("replay_seq", as: Int?.self) { return .replay(seq: replaySeq) }
-        let state: String = try current.decode("state")
-        let seq: Int = try current.decode("seq")
-        let workflowName: String = try current.decode("workflow_name")
-        let workflowVersion: Int = try current.decode("workflow_version")
+        let known = OrderCache.Entry(
+            workflowName: try current.decode("workflow_name"), workflowVersion: try current.decode("workflow_version"),
+            state: try current.decode("state"), seq: try current.decode("seq"),
+            attributes: try JSONValue(postgres: current.decode("attributes")),
+            content: try JSONValue(postgres: current.decode("content")), createdAt: try current.decode("created_at"))
+        return try await advance(
+            connection, orderID: orderID, known: known, target: target, input: input, idempotencyKey: idempotencyKey,
+            expectedState: expectedState, actor: actor)
+    }
+
+    /// Checks, renders and writes a transition from what is `known` of the order.
+    private func advance(
+        _ connection: isolated PostgresConnection, orderID: String, known: OrderCache.Entry, target: String,
+        input: JSONValue, idempotencyKey: String?, expectedState: String?, actor: String?
+    ) async throws -> AdvanceOutcome {
+        let state = known.state
         let workflow: Workflow
-        if let cached = workflows.cachedWorkflow(named: workflowName, version: workflowVersion) {
+        if let cached = workflows.cachedWorkflow(named: known.workflowName, version: known.workflowVersion) {
             workflow = cached
         } else {
-            workflow = try await workflows.workflow(named: workflowName, version: workflowVersion)
+            workflow = try await workflows.workflow(named: known.workflowName, version: known.workflowVersion)
         }
         if let expectedState, expectedState.lowercased() != state.lowercased() {
             throw OrderFlowError(.conflict, "order \(orderID) is in \(state), not in \(expectedState) as expected", currentState: state)
@@ -148,11 +185,9 @@ extension OrderFlowEngine {
             throw Self.translate(error, orderID: orderID, workflow: workflow)
         }
         let validInput = try workflow.validateInput(input, for: transition)
-        let attributes = try JSONValue(postgres: current.decode("attributes"))
-        let previous = try JSONValue(postgres: current.decode("content"))
         let now = Date()
         let rendering = StoredRendering(try workflow.render(
-            transition: transition, attributes: attributes, input: validInput, previous: previous, at: now))
+            transition: transition, attributes: known.attributes, input: validInput, previous: known.content, at: now))
         let newSeq: Int?
         do {
             newSeq = try connection.query(PostgresQuery("""
@@ -169,7 +204,7 @@ extension OrderFlowEngine {
                     SELECT merchant_id, order_id, seq, $13 FROM moved
                 )
                 SELECT seq FROM moved
-                """, merchantID, orderID, transition.to, rendering.content.postgresJSON, now, seq, state,
+                """, merchantID, orderID, transition.to, rendering.content.postgresJSON, now, known.seq, state,
                 transition.event, validInput.postgresJSON, try PostgresJSON(encoding: rendering), actor,
                 idempotencyKey, rendering.isEnd ? "end" : "update")
             ).first?.decode("seq", as: Int.self)
@@ -178,11 +213,16 @@ extension OrderFlowEngine {
             return .replayKey(idempotencyKey!)
         }
         guard let newSeq else { return .changedMeanwhile(assumedState: state) }
+        var moved = known
+        moved.state = transition.to
+        moved.seq = newSeq
+        moved.content = rendering.content
+        orderCache.store(moved, for: orderID)
         // Everything the snapshot holds is known here: no need to read the order again.
         let order = OrderSnapshot(
-            orderID: orderID, workflow: workflow.name, workflowVersion: workflowVersion, state: transition.to, seq: newSeq,
-            isFinal: workflow.isFinal(transition.to), attributes: attributes, content: rendering.content,
-            createdAt: try current.decode("created_at"), updatedAt: now, stateEnteredAt: now)
+            orderID: orderID, workflow: workflow.name, workflowVersion: known.workflowVersion, state: transition.to,
+            seq: newSeq, isFinal: workflow.isFinal(transition.to), attributes: known.attributes,
+            content: rendering.content, createdAt: known.createdAt, updatedAt: now, stateEnteredAt: now)
         let record = TransitionRecord(
             seq: newSeq, from: state, to: transition.to, event: transition.event, input: validInput,
             rendered: rendering, actor: actor, idempotencyKey: idempotencyKey, occurredAt: now)

@@ -18,6 +18,9 @@ public struct OrderFlowConfiguration: Sendable {
     /// Default true, 20 ms.
     public var notifyWorkers: Bool = true
     public var notifyInterval: Duration = .milliseconds(20)
+    /// Orders whose state this process remembers between advances, so that an advance of an
+    /// order it created or moved costs one round trip. 0 turns the cache off. Default 10,000.
+    public var cachedOrders: Int = 10_000
 
     public init(database: PostgresConfiguration, merchantID: String = "default", maximumConnections: Int = 8) {
         self.database = database
@@ -48,6 +51,7 @@ public final class OrderFlowEngine: Sendable {
     public let workflows: WorkflowCatalog
     /// Signals workers that commands are waiting.
     public let wakeSignal: WakeSignal
+    let orderCache: OrderCache
     let logger: Logger
 
     /// The channel workers LISTEN on.
@@ -61,6 +65,7 @@ public final class OrderFlowEngine: Sendable {
                   acquireTimeout: configuration.acquireTimeout),
             logger: logger)
         self.workflows = WorkflowCatalog(pool: pool, merchantID: configuration.merchantID)
+        self.orderCache = OrderCache(capacity: configuration.cachedOrders)
         self.wakeSignal = WakeSignal(
             pool: configuration.notifyWorkers ? pool : nil, channel: Self.wakeChannel,
             interval: configuration.notifyInterval)

@@ -229,6 +229,27 @@ struct EngineTests {
         await fixture.shutdown()
     }
 
+    @Test func anotherProcessMovingTheOrderIsNoConflictForLaterCalls() async throws {
+        // Engine A remembers the order it created; engine B (another process) moves it on.
+        let fixture = try await EngineFixture.make()
+        let other = OrderFlowEngine(configuration: OrderFlowConfiguration(database: fixture.database))
+        try await fixture.createFoodOrder("shared")
+        _ = try await other.advance("shared", to: "in_progress")
+        _ = try await other.advance("shared", to: "ready")
+        // A's knowledge ("received") is stale: "pickup" is valid from the real state, and the
+        // expectation names the real state; neither may fail on the stale view.
+        let result = try await fixture.engine.advance("shared", to: "pickup", expectedState: "ready")
+        #expect(result.order.state == "picked_up")
+        #expect(result.transition.seq == 4)
+        #expect(result.transition.from == "ready")
+        // B's own view is stale now: the database decides, and names the real state.
+        await #expect { try await other.advance("shared", to: "pickup", expectedState: "ready") } throws: { error in
+            (error as? OrderFlowError)?.code == .conflict && (error as? OrderFlowError)?.currentState == "picked_up"
+        }
+        await other.shutdown()
+        await fixture.shutdown()
+    }
+
     @Test func listPagesThroughOrdersByWorkflowAndState() async throws {
         let fixture = try await EngineFixture.make()
         for index in 0..<7 { try await fixture.createFoodOrder(String(format: "L%02d", index)) }
