@@ -169,12 +169,7 @@ extension OrderFlowEngine {
         input: JSONValue, idempotencyKey: String?, expectedState: String?, actor: String?
     ) async throws -> AdvanceOutcome {
         let state = known.state
-        let workflow: Workflow
-        if let cached = workflows.cachedWorkflow(named: known.workflowName, version: known.workflowVersion) {
-            workflow = cached
-        } else {
-            workflow = try await workflows.workflow(named: known.workflowName, version: known.workflowVersion)
-        }
+        let workflow = try workflows.workflow(named: known.workflowName, version: known.workflowVersion, on: connection)
         if let expectedState, expectedState.lowercased() != state.lowercased() {
             throw OrderFlowError(.conflict, "order \(orderID) is in \(state), not in \(expectedState) as expected", currentState: state)
         }

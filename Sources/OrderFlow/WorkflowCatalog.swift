@@ -33,7 +33,7 @@ public struct WorkflowVersionSummary: Sendable, Hashable, Codable {
 /// version once loaded never needs loading again.
 public actor WorkflowCatalog {
     private let pool: PostgresPool
-    private let merchantID: String
+    private nonisolated let merchantID: String
     /// Parsed versions; readable without a hop to the actor (the hot path of every advance).
     private let cache = Mutex<[VersionKey: Workflow]>([:])
 
@@ -87,6 +87,21 @@ public actor WorkflowCatalog {
     /// A version already loaded, without waiting for the actor.
     nonisolated func cachedWorkflow(named name: String, version: Int) -> Workflow? {
         cache.withLock { $0[VersionKey(name: name, version: version)] }
+    }
+
+    /// A version read through a connection the caller already holds (a pool of one
+    /// connection must not need a second one), parsed once and cached.
+    func workflow(named name: String, version: Int, on connection: isolated PostgresConnection) throws -> Workflow {
+        if let cached = cachedWorkflow(named: name, version: version) { return cached }
+        guard let row = try connection.query(PostgresQuery(
+            "SELECT source FROM workflow_versions WHERE merchant_id = $1 AND name = $2 AND version = $3",
+            merchantID, name, version)).first
+        else {
+            throw OrderFlowError(.notFound, "version \(version) of workflow \"\(name)\" does not exist")
+        }
+        let workflow = try WorkflowLoader.load(yaml: try row.decode("source", as: String.self), file: "\(name)@\(version)")
+        cache.withLock { $0[VersionKey(name: name, version: version)] = workflow }
+        return workflow
     }
 
     /// The newest version of `name`.
