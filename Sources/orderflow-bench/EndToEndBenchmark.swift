@@ -1,0 +1,296 @@
+import APNS
+import ArgumentParser
+import Crypto
+import Foundation
+import Logging
+import OrderFlow
+import OrderFlowTesting
+import PGKit
+import Synchronization
+import WorkflowKit
+
+/// Transitions driven at a fixed rate through the engine, a worker in the same process (woken by
+/// `engine.wakeSignal`) and the local APNs stand-in: the latency from each transition's commit to
+/// the push reaching the stand-in, and whether the outbox stays flat.
+struct EndToEndBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "e2e",
+        abstract: "Commit-to-push latency at a fixed transition rate (engine + worker + local APNs).",
+        discussion: """
+            Open loop: transition j is due at start + j/rate, whether or not earlier ones have \
+            finished. Each order is advanced at most once per --spacing seconds (over the 1 push/s \
+            per-activity limit), so many orders are in rotation; every order has an activity token, \
+            so every transition becomes one push. Latency is measured from the transition's \
+            occurred_at (database clock, start of its transaction) and from the moment advance \
+            returned (after COMMIT) to the stand-in's receivedAt.
+
+            Example: swift run -c release orderflow-bench e2e --rate 1000 --seconds 20
+            """)
+
+    @Option(help: "Transitions per second (scheduled by the clock).") var rate = 1000
+    @Option(help: "Seconds of driving.") var seconds = 60
+    @Option(help: "Seconds between two steps of one order.") var spacing = 1.5
+    @Option(help: "Connections of the engine's pool (the worker has its own pool of 6).") var connections = 8
+    @Option(help: "PostgreSQL server URL (default: ORDERFLOW_DATABASE_URL, else a private cluster in .orderflow/).")
+    var database: String?
+
+    static let steps: [(String, JSONValue)] = [
+        ("accept", ["eta": "+20m"]), ("ready", [:]), ("dispatch", ["eta": "+15m", "driver": "Sam"]), ("deliver", [:]),
+    ]
+
+    func run() async throws {
+        guard rate > 0, seconds > 0, spacing >= 1.0 else { throw BenchError("--rate and --seconds must be positive, --spacing at least 1") }
+        var logger = Logger(label: "orderflow.bench")
+        logger.logLevel = .warning
+        let bench = try await BenchDatabase.make(url: database)
+        let engine = OrderFlowEngine(
+            configuration: OrderFlowConfiguration(database: bench.configuration, maximumConnections: connections), logger: logger)
+        _ = try await engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
+        let apns = try await BenchAPNS.start(recordsPushes: true)
+        let client = try apns.makeClient(logger: logger)
+        let workerPool = PostgresPool(.init(connection: bench.configuration, maximumConnections: 6), logger: logger)
+        let worker = OrderFlowWorker(
+            configuration: WorkerConfiguration(bundleID: BenchAPNS.bundleID, workerID: "bench-e2e", queueDepthSampleInterval: nil),
+            pool: workerPool, sender: client, wakeSignal: engine.wakeSignal, logger: logger, metricsFactory: nil)
+        let workerTask = Task { try await worker.run() }
+
+        let outcome: Result<Void, any Error>
+        do {
+            try await measure(engine: engine, apns: apns, bench: bench)
+            outcome = .success(())
+        } catch {
+            outcome = .failure(error)
+        }
+        workerTask.cancel()
+        _ = await workerTask.result
+        try? await client.shutdown()
+        try? await apns.server.stop()
+        await workerPool.close()
+        await engine.shutdown()
+        try outcome.get()
+    }
+
+    private func measure(engine: OrderFlowEngine, apns: BenchAPNS, bench: BenchDatabase) async throws {
+        let rate = self.rate
+        let window = max(1, Int((Double(rate) * spacing).rounded(.up)))  // orders in rotation
+        let total = rate * seconds
+        let roundsPerOrder = Self.steps.count
+        let orderCount = ((total + roundsPerOrder * window - 1) / (roundsPerOrder * window)) * window
+        let tokens = (0..<orderCount).map { _ in BenchAPNS.randomToken(160) }
+
+        print("preparing \(orderCount) orders, each followed by a device with an activity token…")
+        let prepared = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            let tasks = 8
+            for task in 0..<tasks {
+                group.addTask {
+                    for index in stride(from: task, to: orderCount, by: tasks) {
+                        _ = try await engine.createOrder(NewOrder(
+                            orderID: "e2e-\(index)", workflow: "food-order",
+                            attributes: ["merchantName": "Bench Bistro", "orderNumber": .string("\(index)"), "itemCount": 2]))
+                        try await engine.registerActivityToken(orderID: "e2e-\(index)", deviceID: "phone-\(index)", token: tokens[index])
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        try await engine.pool.query(PostgresQuery("ANALYZE"))
+        // Registering a token sends the order's current state: let the worker send those first.
+        let initialDrain = try await waitForEmptyQueue(engine: engine, apns: apns, expectedPushes: orderCount, timeout: .seconds(120))
+        print(String(format: "prepared in %.1f s; %ld initial pushes sent", (ContinuousClock.now - prepared).asSeconds, initialDrain))
+        try await Task.sleep(for: .milliseconds(1500))  // past the 1 push/s limit of the last initial pushes
+        apns.server.reset()
+
+        let records = TransitionLog(count: total)
+        let sampler = QueueDepthSampler()
+        let samplerTask = Task { await sampler.run(configuration: bench.configuration) }
+
+        print("driving \(total) transitions at \(rate)/s for \(seconds) s over \(window) orders in rotation (each advanced every \(spacing) s)…")
+        let clock = ContinuousClock()
+        let start = clock.now
+        await withDiscardingTaskGroup { group in
+            for j in 0..<total {
+                let due = start + .nanoseconds(Int64(j) * 1_000_000_000 / Int64(rate))
+                if due > clock.now { try? await clock.sleep(until: due) }
+                let slot = j % window, round = j / window
+                let order = (round / roundsPerOrder) * window + slot
+                let (target, input) = Self.steps[round % roundsPerOrder]
+                group.addTask {
+                    let lag = (clock.now - due).asSeconds
+                    do {
+                        let result = try await engine.advance("e2e-\(order)", to: target, input: input)
+                        let returned = Date()
+                        var status = ""
+                        if case .object(let content) = result.transition.rendered.content, case .string(let value)? = content["status"] {
+                            status = value
+                        }
+                        records.set(j, .init(key: tokens[order] + "|" + status, occurredAt: result.transition.occurredAt,
+                                             returnedAt: returned, lag: lag))
+                    } catch {
+                        records.fail(error)
+                    }
+                }
+            }
+        }
+        let driven = (clock.now - start).asSeconds
+        let succeeded = records.succeeded
+        print(String(format: "driven in %.1f s: %ld advances committed (%.0f/s), %ld failed", driven, succeeded.count,
+                     Double(succeeded.count) / driven, records.failures.count))
+        if let first = records.failures.first { print("  first failure: \(first)") }
+
+        // Everything committed should arrive; wait until it does or stops progressing.
+        let drainStart = clock.now
+        var last = apns.server.acceptedCount
+        var lastProgress = clock.now
+        while apns.server.acceptedCount < succeeded.count, clock.now - lastProgress < .seconds(15) {
+            try await Task.sleep(for: .milliseconds(100))
+            let now = apns.server.acceptedCount
+            if now != last { last = now; lastProgress = clock.now }
+        }
+        let drained = (clock.now - drainStart).asSeconds
+        try await Task.sleep(for: .seconds(1))
+        samplerTask.cancel()
+        let depths = await samplerTask.value
+
+        // Match each push to its transition by activity token and content-state status.
+        var received: [String: Date] = [:]
+        var unmatchedPushes = 0
+        for push in apns.server.pushes() {
+            let status = push.aps?["content-state"]?["status"]?.stringValue ?? ""
+            let key = push.deviceToken + "|" + status
+            if received[key] == nil { received[key] = push.receivedAt } else { unmatchedPushes += 1 }
+        }
+        var fromCommit: [Double] = []
+        var fromReturn: [Double] = []
+        var lags: [Double] = []
+        var missing = 0
+        for record in succeeded {
+            lags.append(record.lag)
+            guard let at = received.removeValue(forKey: record.key) else { missing += 1; continue }
+            fromCommit.append(at.timeIntervalSince(record.occurredAt))
+            fromReturn.append(at.timeIntervalSince(record.returnedAt))
+        }
+        unmatchedPushes += received.count
+
+        print("")
+        print("e2e: rate \(rate)/s for \(seconds) s, \(window) orders in rotation, worker in process (wake signal), local APNs")
+        print(String(format: "advances committed      %8d  (%.0f/s achieved)", succeeded.count, Double(succeeded.count) / driven)
+              + "; start lag behind schedule p50 \(Stats.ms(Stats.percentile(lags, 0.5))) p99 \(Stats.ms(Stats.percentile(lags, 0.99))) max \(Stats.ms(lags.max() ?? 0))")
+        print("pushes delivered        \(apns.server.acceptedCount) of \(succeeded.count) expected"
+              + "  (\(missing) transitions without their push, \(unmatchedPushes) pushes not matched, \(apns.server.rejectedCount) refused)")
+        print(String(format: "drain after last step   %.2f s", drained))
+        print("latency occurred_at → push received:  p50 \(Stats.ms(Stats.percentile(fromCommit, 0.5)))  p99 \(Stats.ms(Stats.percentile(fromCommit, 0.99)))  max \(Stats.ms(fromCommit.max() ?? 0))")
+        print("latency advance returned → received:  p50 \(Stats.ms(Stats.percentile(fromReturn, 0.5)))  p99 \(Stats.ms(Stats.percentile(fromReturn, 0.99)))  max \(Stats.ms(fromReturn.max() ?? 0))")
+        if depths.isEmpty {
+            print("queue depth: no samples")
+        } else {
+            print("queue depth (activity_commands, every 1 s, \(depths.count) samples): first \(depths.first!)  last \(depths.last!)  max \(depths.max()!)  p50 \(Int(Stats.percentile(depths.map { Double($0) }, 0.5)))")
+            print("  samples: \(depths.map { String($0) }.joined(separator: " "))")
+        }
+    }
+
+    /// Waits until `activity_commands` is empty and the stand-in accepted at least `expectedPushes`.
+    private func waitForEmptyQueue(engine: OrderFlowEngine, apns: BenchAPNS, expectedPushes: Int, timeout: Duration) async throws -> Int {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let depth = try await engine.pool.query(PostgresQuery("SELECT count(*)::bigint AS n FROM activity_commands"))
+                .single().decode("n", as: Int.self)
+            if depth == 0 && apns.server.acceptedCount >= expectedPushes { return apns.server.acceptedCount }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        throw BenchError("the worker did not drain the initial pushes within \(timeout) (accepted \(apns.server.acceptedCount) of \(expectedPushes))")
+    }
+}
+
+/// One committed transition of the e2e run.
+struct TransitionSample: Sendable {
+    var key: String
+    var occurredAt: Date
+    var returnedAt: Date
+    var lag: Double
+}
+
+/// The transitions of a run, written from many tasks.
+final class TransitionLog: Sendable {
+    private let state: Mutex<(samples: [TransitionSample?], failures: [String])>
+
+    init(count: Int) {
+        state = Mutex((Array(repeating: nil, count: count), []))
+    }
+
+    func set(_ index: Int, _ sample: TransitionSample) { state.withLock { $0.samples[index] = sample } }
+    func fail(_ error: any Error) { state.withLock { $0.failures.append(String(describing: error)) } }
+    var succeeded: [TransitionSample] { state.withLock { $0.samples.compactMap { $0 } } }
+    var failures: [String] { state.withLock { $0.failures } }
+}
+
+/// `SELECT count(*) FROM activity_commands` every second on a connection of its own, until cancelled.
+struct QueueDepthSampler: Sendable {
+    func run(configuration: PostgresConfiguration) async -> [Int] {
+        (try? await PostgresConnection.withConnection(configuration) { connection in
+            var depths: [Int] = []
+            let clock = ContinuousClock()
+            var next = clock.now
+            while !Task.isCancelled {
+                if let rows = try? await connection.query(PostgresQuery("SELECT count(*)::bigint AS n FROM activity_commands")),
+                   let depth = try? rows.single().decode("n", as: Int.self)
+                {
+                    depths.append(depth)
+                }
+                next = next + .seconds(1)
+                try? await clock.sleep(until: next)
+            }
+            return depths
+        }) ?? []
+    }
+}
+
+/// The local APNs stand-in with a signing key made for this run, and clients for it.
+struct BenchAPNS: Sendable {
+    static let bundleID = "com.example.orderflow.bench"
+    static let keyID = "BENCHKEY01"
+    static let teamID = "BENCHTEAM1"
+
+    let server: LocalAPNSServer
+    /// The signing key, PKCS#8 PEM (what an App Store Connect .p8 file holds).
+    let keyPEM: String
+
+    static func start(recordsPushes: Bool) async throws -> BenchAPNS {
+        let key = P256.Signing.PrivateKey()
+        let server = try LocalAPNSServer(configuration: .init(
+            signingKeys: [.init(keyID: keyID, teamID: teamID, publicKey: key.publicKey)],
+            acceptedBundleIDs: [bundleID], recordsPushes: recordsPushes))
+        try await server.start()
+        return BenchAPNS(server: server, keyPEM: key.pemRepresentation)
+    }
+
+    func makeClient(logger: Logger, maximumConcurrentRequests: Int = 1000) throws -> APNSClient {
+        try APNSClient(
+            configuration: APNSClientConfiguration(
+                environment: .custom(baseURL: server.baseURL, trustRootsPEM: server.trustRootPEM),
+                credentials: .init(key: .pem(keyPEM), keyID: Self.keyID, teamID: Self.teamID),
+                maximumConcurrentRequests: maximumConcurrentRequests),
+            logger: logger)
+    }
+
+    static func randomToken(_ length: Int) -> String {
+        (0..<length / 2).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+    }
+}
+
+enum Stats {
+    static func percentile(_ values: [Double], _ fraction: Double) -> Double {
+        guard !values.isEmpty else { return 0 }
+        let sorted = values.sorted()
+        let index = min(sorted.count - 1, max(0, Int((Double(sorted.count) * fraction).rounded(.up)) - 1))
+        return sorted[index]
+    }
+
+    static func ms(_ seconds: Double) -> String { String(format: "%.1f ms", seconds * 1000) }
+}
+
+extension Duration {
+    var asSeconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}
