@@ -385,7 +385,7 @@ struct EndToEndTests {
 
     @Test("a server stopped mid-run: sends fail as transport errors")
     func serverStopsWhileConnected() async throws {
-        try await LocalAPNSFixture.with(clientConfiguration: { $0.timeouts.request = .seconds(2) }) { fixture in
+        try await LocalAPNSFixture.with(clientConfiguration: { $0.timeouts.request = .seconds(10) }) { fixture in
             try await fixture.client.send(try liveActivityUpdate())
             try await fixture.server.stop()
             let error = await #expect(throws: APNSTransportError.self) {
