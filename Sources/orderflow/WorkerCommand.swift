@@ -75,10 +75,16 @@ struct WorkerCommand: AsyncParsableCommand {
         @Option(help: ArgumentHelp("This worker's name in leases and logs (default host:pid:random).", valueName: "id"))
         var workerID: String?
 
+        @Option(help: ArgumentHelp(
+            "Seconds a claimed order stays this worker's (default 60); a worker that dies leaves its orders to others after this long.",
+            valueName: "seconds"))
+        var lease: Int = 60
+
         func validate() throws {
             if let metricsPort, !(1...65535).contains(metricsPort) {
                 throw ValidationError("--metrics-port must be between 1 and 65535")
             }
+            guard lease >= 1 else { throw ValidationError("--lease must be at least 1 second") }
             guard batchSize > 0, concurrency > 0, connections > 1 else {
                 throw ValidationError("--batch-size and --concurrency must be at least 1, --connections at least 2")
             }
@@ -131,6 +137,7 @@ struct WorkerCommand: AsyncParsableCommand {
             var configuration = WorkerConfiguration(
                 bundleID: apns.bundleID, batchSize: batchSize, concurrentSends: concurrency)
             if let workerID { configuration.workerID = workerID }
+            configuration.lease = .seconds(lease)
             services.append(OrderFlowWorker(
                 configuration: configuration, pool: engine.pool, sender: client, wakeSignal: engine.wakeSignal,
                 listener: listener, logger: logger))

@@ -1,0 +1,104 @@
+import Crypto
+import Foundation
+import OrderFlow
+import OrderFlowTesting
+import PGKit
+import PostgresTesting
+import Testing
+import WorkflowKit
+
+/// `orderflow worker run` as operators run it, killed with SIGKILL in the middle of the work:
+/// a second worker re-claims the leased orders after the lease and nothing is lost.
+@Suite("orderflow worker run, killed")
+struct WorkerProcessTests {
+    static let bundleID = "com.example.orders"
+
+    @Test(.timeLimit(.minutes(3)))
+    func aKilledWorkerLosesNothing() async throws {
+        let database = try await TestDatabase.fresh(prefix: "kill")
+        _ = try await Schema.migrate(database)
+        let engine = OrderFlowEngine(configuration: OrderFlowConfiguration(database: database, maximumConnections: 4))
+        _ = try await engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
+
+        // The APNs stand-in, trusting a key written to a private .p8 file for the worker.
+        let key = P256.Signing.PrivateKey()
+        let apns = try LocalAPNSServer(configuration: .init(
+            signingKeys: [.init(keyID: "KEY1234567", teamID: "TEAM123456", publicKey: key.publicKey)],
+            acceptedBundleIDs: [Self.bundleID]))
+        try await apns.start()
+        let keyFile = try Fixtures.file("AuthKey.p8", key.pemRepresentation)
+        chmod(keyFile, 0o600)
+        let caFile = try Fixtures.file("ca.pem", apns.trustRootPEM)
+        let cli = try CLI(databaseURL: database.connectionString)
+        let arguments = [
+            "worker", "run", "--apns-key", keyFile, "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
+            "--apns-topic", Self.bundleID, "--apns-url", apns.baseURL, "--apns-ca", caFile, "--lease", "2",
+        ]
+
+        // Orders whose every transition becomes a push to an app-registered activity.
+        let orders = (0..<24).map { "K\($0)" }
+        for (index, order) in orders.enumerated() {
+            _ = try await engine.createOrder(NewOrder(orderID: order, workflow: "food-order",
+                attributes: ["merchantName": "Kill Kitchen", "orderNumber": .string(order), "itemCount": 1]))
+            try await engine.registerActivityToken(orderID: order, deviceID: "phone-\(index)", token: EngineFixture.token(index))
+        }
+
+        // Slow answers keep the first worker's batches in flight, so the kill lands mid-send.
+        apns.setResponseDelay(.milliseconds(400))
+        let first = try cli.start(arguments)
+        // Drive every order to delivered while the first worker runs, then kill it mid-stream.
+        let steps: [(String, JSONValue)] = [("accept", [:]), ("ready", [:]), ("dispatch", ["eta": "+10m", "driver": "Kim"]), ("deliver", [:])]
+        for (stepIndex, (target, input)) in steps.enumerated() {
+            for order in orders { _ = try await engine.advance(order, to: target, input: input) }
+            if stepIndex == 1 {
+                // Wait until the worker holds leases, then kill it without warning.
+                let leased = try await waitForLeases(engine)
+                #expect(leased > 0, "the first worker never claimed anything")
+                kill(first.process.processIdentifier, SIGKILL)
+            }
+        }
+        let killed = try await first.finish()
+        #expect(killed.status == SIGKILL || killed.status == 128 + SIGKILL || killed.status == 9, "\(killed)")
+
+        let leftLeased = try await engine.pool.query(PostgresQuery(
+            "SELECT count(*) AS n FROM orders WHERE dispatch_lease_until > now()")).single().decode("n", as: Int.self)
+        #expect(leftLeased > 0, "the killed worker should have left leased orders behind")
+        apns.setResponseDelay(nil)
+        let second = try cli.start(arguments)
+        let deadline = ContinuousClock.now + .seconds(60)
+        var pending = Int.max
+        while ContinuousClock.now < deadline {
+            pending = 0
+            for order in orders { pending += try await engine.order(order).pendingCommands }
+            if pending == 0 { break }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        #expect(pending == 0, "commands left unsent")
+        second.interrupt()
+        let stopped = try await second.finish()
+        #expect(stopped.status == 0, "\(stopped)")
+
+        // Every order's final state reached its device, as the activity's end.
+        var duplicates = 0
+        for (index, order) in orders.enumerated() {
+            let pushes = apns.pushes(forToken: EngineFixture.token(index))
+            let ends = pushes.filter { $0.payload["aps"]?["event"]?.stringValue == "end" }
+            #expect(ends.count >= 1, "order \(order) never got its end")
+            #expect(ends.last?.payload["aps"]?["content-state"]?["status"]?.stringValue == "delivered")
+            duplicates += max(0, ends.count - 1)
+        }
+        print("killed worker: \(leftLeased) orders left leased, all \(orders.count) delivered, \(duplicates) ends sent twice")
+        try await apns.stop()
+        await engine.shutdown()
+    }
+
+    private func waitForLeases(_ engine: OrderFlowEngine) async throws -> Int {
+        for _ in 0..<200 {
+            let leased = try await engine.pool.query(PostgresQuery(
+                "SELECT count(*) AS n FROM orders WHERE dispatch_lease_until > now()")).single().decode("n", as: Int.self)
+            if leased > 0 { return leased }
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        return 0
+    }
+}
