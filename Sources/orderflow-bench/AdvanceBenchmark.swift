@@ -19,13 +19,16 @@ struct AdvanceBenchmark: AsyncParsableCommand {
     @Option(help: "Concurrent tasks (engine) and clients (pgbench).") var tasks = 8
     @Option(help: "PostgreSQL server URL (default: ORDERFLOW_DATABASE_URL, else a private cluster in .orderflow/).")
     var database: String?
+    @Flag(help: "Do not send the coalesced worker wake-up NOTIFY (to measure what it costs).")
+    var noNotify = false
 
     func run() async throws {
         var logger = Logger(label: "orderflow.bench")
         logger.logLevel = .warning
         let bench = try await BenchDatabase.make(url: database)
-        let engine = OrderFlowEngine(
-            configuration: OrderFlowConfiguration(database: bench.configuration, maximumConnections: tasks), logger: logger)
+        var configuration = OrderFlowConfiguration(database: bench.configuration, maximumConnections: tasks)
+        configuration.notifyWorkers = !noNotify
+        let engine = OrderFlowEngine(configuration: configuration, logger: logger)
         _ = try await engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
 
         // Enough orders that no task runs out: each order takes four advances.

@@ -448,7 +448,7 @@ struct EndToEndTests {
             }
             #expect(error?.description.contains("not 1") == true)
 
-            async let waited = fixture.server.waitForPushes(count: 2, timeout: .seconds(5))
+            async let waited = fixture.server.waitForPushes(count: 2, timeout: .seconds(30))  // CI machines can be slow
             try await fixture.client.send(try liveActivityUpdate(token: TestCredentials.token(1)))
             try await fixture.client.send(try liveActivityUpdate(token: TestCredentials.token(2)))
             #expect(try await waited.map(\.deviceToken) == [TestCredentials.token(1), TestCredentials.token(2)])
