@@ -134,7 +134,7 @@ let package = Package(
         .testTarget(name: "PGKitTests", dependencies: ["PGKit", "PostgresTesting", "LocalPostgres"]),
         .testTarget(name: "WorkflowKitTests", dependencies: ["WorkflowKit"]),
         .testTarget(name: "APNSTests", dependencies: ["APNS", "OrderFlowTesting"]),
-        .testTarget(name: "OrderFlowTests", dependencies: ["OrderFlow", "OrderFlowTesting", "PGKit"]),
+        .testTarget(name: "OrderFlowTests", dependencies: ["OrderFlow", "OrderFlowTesting", "PGKit", "LocalPostgres"]),
         .testTarget(name: "CLITests", dependencies: ["OrderFlowTesting"]),
     ],
     swiftLanguageModes: [.v6]

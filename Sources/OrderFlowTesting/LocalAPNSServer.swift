@@ -115,8 +115,10 @@ public final class LocalAPNSServer: Sendable {
     /// `https://127.0.0.1:<port>`, the client's base URL.
     public var baseURL: String { "https://\(self.configuration.host):\(self.port)" }
 
-    /// Starts listening.
+    /// Starts listening. A server stopped with ``stop()`` starts again on the port it had, so
+    /// that clients pointed at ``baseURL`` find it back (an endpoint that was down for a while).
     public func start() async throws {
+        let previousPort = self.state.withLock { $0.port }
         let sslContext = try self.certificates.makeServerContext(applicationProtocols: ["h2"])
         let core = self.core
         let connectionConfiguration = {
@@ -152,7 +154,7 @@ public final class LocalAPNSServer: Sendable {
                     try channel.pipeline.syncOperations.addHandler(LocalAPNSConnectionErrorHandler())
                 }
             }
-            .bind(host: self.configuration.host, port: self.configuration.port)
+            .bind(host: self.configuration.host, port: previousPort != 0 ? previousPort : self.configuration.port)
             .get()
         let port = channel.localAddress?.port ?? 0
         self.state.withLock { state in

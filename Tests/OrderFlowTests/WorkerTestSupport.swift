@@ -18,6 +18,8 @@ struct WorkerHarness: Sendable {
     let apns: LocalAPNSServer
     let client: APNSClient
     let logs: LogRecorder
+    /// The provider key the stand-in trusts, for scenarios that build a client of their own.
+    let signingKeyPEM: String
 
     static let bundleID = "com.example.orderflow"
     static let keyID = "KEY1234567"
@@ -38,7 +40,7 @@ struct WorkerHarness: Sendable {
                 environment: .custom(baseURL: apns.baseURL, trustRootsPEM: apns.trustRootPEM),
                 credentials: .init(key: .pem(key.pemRepresentation), keyID: keyID, teamID: teamID)),
             logger: Logger(label: "apns", factory: { _ in SwiftLogNoOpLogHandler() }))
-        return WorkerHarness(fixture: fixture, apns: apns, client: client, logs: LogRecorder())
+        return WorkerHarness(fixture: fixture, apns: apns, client: client, logs: LogRecorder(), signingKeyPEM: key.pemRepresentation)
     }
 
     func shutdown() async {
@@ -61,18 +63,19 @@ struct WorkerHarness: Sendable {
 
     /// A worker on the engine's pool, woken by the engine's in-process signal.
     func worker(_ configuration: WorkerConfiguration, pool: PostgresPool? = nil, inProcessWake: Bool = true,
-                listener: PostgresListener? = nil) -> OrderFlowWorker
+                listener: PostgresListener? = nil, sender: APNSClient? = nil) -> OrderFlowWorker
     {
         OrderFlowWorker(
-            configuration: configuration, pool: pool ?? self.pool, sender: client,
+            configuration: configuration, pool: pool ?? self.pool, sender: sender ?? client,
             wakeSignal: inProcessWake ? engine.wakeSignal : nil, listener: listener,
             logger: logs.logger(label: "worker.\(configuration.workerID)"), metricsFactory: NOOPMetricsHandler.instance)
     }
 
     func start(_ configuration: WorkerConfiguration, pool: PostgresPool? = nil, inProcessWake: Bool = true,
-               listener: PostgresListener? = nil) -> RunningWorker
+               listener: PostgresListener? = nil, sender: APNSClient? = nil) -> RunningWorker
     {
-        RunningWorker(worker(configuration, pool: pool, inProcessWake: inProcessWake, listener: listener), listener: listener)
+        RunningWorker(worker(configuration, pool: pool, inProcessWake: inProcessWake, listener: listener, sender: sender),
+                      listener: listener)
     }
 
     // MARK: Scenario helpers
