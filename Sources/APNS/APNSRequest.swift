@@ -121,7 +121,7 @@ public struct APNSRequest: Sendable, Hashable {
         guard !token.isEmpty, token.count % 2 == 0, isHex else {
             throw APNSRequestError(
                 code: .invalidDeviceToken,
-                message: "The device token \(self.deviceToken.redactedToken) (\(token.count) characters) is not an even-length "
+                message: "The device token \(APNSTokenRedaction.redacted(self.deviceToken)) (\(token.count) characters) is not an even-length "
                     + "hexadecimal string; it can never be delivered: drop it and check how the app reports tokens."
             )
         }
