@@ -152,3 +152,21 @@ public struct APNSSendResult: Sendable, Hashable {
         self.status = status
     }
 }
+
+/// Printed, dumped or interpolated into a log message, a request shows its token redacted.
+extension APNSRequest: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    public var description: String {
+        "APNSRequest(deviceToken: \(APNSTokenRedaction.redacted(self.deviceToken)), pushType: \(self.pushType.rawValue), "
+            + "topic: \(self.topic), priority: \(self.priority.rawValue), payload: \(self.payload.count) bytes)"
+    }
+
+    public var debugDescription: String { self.description }
+
+    public var customMirror: Mirror {
+        Mirror(self, children: [
+            "deviceToken": APNSTokenRedaction.redacted(self.deviceToken), "pushType": self.pushType, "topic": self.topic,
+            "priority": self.priority, "expiration": self.expiration as Any, "apnsID": self.apnsID as Any,
+            "collapseID": self.collapseID as Any, "payload": "\(self.payload.count) bytes",
+        ])
+    }
+}
