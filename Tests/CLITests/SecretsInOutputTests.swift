@@ -124,6 +124,10 @@ struct SecretsInOutputTests {
         #expect(refused.status == 65, "\(refused)")
         // `activity` minus its last character: any 9 characters of it shown are found.
         scan.check(refused.stdout + refused.stderr, "orderflow token register (malformed)")
+        // A token given where no argument belongs: the parser's usage error quotes it.
+        let stray = try await cli.run("token", "register", "--device", "p-cli", "--device-token", alerts, pushToStart)
+        #expect(stray.status == 64 && stray.stderr.contains("unexpected argument"), "\(stray)")
+        scan.check(stray.stdout + stray.stderr, "orderflow token register (stray argument)")
         scan.report("worker")
 
         try await fixture.stop()

@@ -45,6 +45,23 @@ public enum Formatting {
         return APNSTokenRedaction.redacted(suffix: suffix)
     }
 
+    /// `text` with every run of 16 or more hexadecimal characters (a push token, as far as
+    /// anyone can tell) shown as a masked token.
+    public static func maskingTokens(in text: String) -> String {
+        var result = ""
+        var run = ""
+        for character in text {
+            if character.isHexDigit {
+                run.append(character)
+                continue
+            }
+            result += run.count >= 16 ? maskedToken(run) : run
+            run = ""
+            result.append(character)
+        }
+        return result + (run.count >= 16 ? maskedToken(run) : run)
+    }
+
     /// A database URL with its password replaced by `***` (URL or `key=value` form).
     public static func maskedDatabaseURL(_ url: String) -> String {
         if let scheme = url.range(of: "://"), let at = url[scheme.upperBound...].lastIndex(of: "@") {
