@@ -103,10 +103,10 @@ public final class APNSClient: Sendable {
     @discardableResult
     public func send(_ request: APNSRequest) async throws -> APNSSendResult {
         try request.validate()
-        let tokenPrefix = request.deviceToken.redactedToken
+        let redactedToken = APNSTokenRedaction.redacted(request.deviceToken)
         let apnsID = request.apnsID ?? UUID()
         var logger = self.logger
-        logger[metadataKey: "apns.token"] = "\(tokenPrefix)"
+        logger[metadataKey: "apns.token"] = "\(redactedToken)"
         logger[metadataKey: "apns.id"] = "\(apnsID.uuidString.lowercased())"
         logger[metadataKey: "apns.push_type"] = "\(request.pushType.rawValue)"
 
@@ -146,7 +146,7 @@ public final class APNSClient: Sendable {
                 throw CancellationError()
             }
             logger.debug("APNs unreachable", metadata: ["apns.error": "\(error)"])
-            throw APNSTransportError(underlying: error, deviceTokenPrefix: tokenPrefix)
+            throw APNSTransportError(underlying: error, redactedDeviceToken: redactedToken)
         }
 
         let answeredID = response.headers.first(name: "apns-id").flatMap(UUID.init(uuidString:))
@@ -156,7 +156,7 @@ public final class APNSClient: Sendable {
                 body: body,
                 apnsID: answeredID ?? apnsID,
                 providerToken: providerToken,
-                tokenPrefix: tokenPrefix
+                redactedToken: redactedToken
             )
             var metadata: Logger.Metadata = [
                 "apns.status": "\(failure.status)",
@@ -183,7 +183,7 @@ public final class APNSClient: Sendable {
         body: ByteBuffer,
         apnsID: UUID,
         providerToken: APNSProviderToken,
-        tokenPrefix: String
+        redactedToken: String
     ) -> APNSError {
         let status = Int(response.status.code)
         let decoded = try? JSONDecoder().decode(ErrorBody.self, from: Data(body.readableBytesView))
@@ -209,7 +209,7 @@ public final class APNSClient: Sendable {
             reason: reason,
             timestamp: timestamp,
             apnsID: apnsID,
-            deviceTokenPrefix: tokenPrefix,
+            redactedDeviceToken: redactedToken,
             action: action
         )
     }

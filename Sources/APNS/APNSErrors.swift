@@ -19,8 +19,9 @@ public struct APNSError: APNSSendFailure, Hashable {
     public let timestamp: Date?
     /// The `apns-id` of the rejected notification, when APNs sent one.
     public let apnsID: UUID?
-    /// The first characters of the device token, enough to find it in logs, never the whole token.
-    public let deviceTokenPrefix: String
+    /// The device token as it may be shown (``APNSTokenRedaction``): enough to find it in logs,
+    /// never the whole token.
+    public let redactedDeviceToken: String
     /// What the sender should do; see ``APNSErrorReason/action(status:retryAfter:)``.
     public let action: APNSFailureAction
 
@@ -29,19 +30,19 @@ public struct APNSError: APNSSendFailure, Hashable {
         reason: APNSErrorReason,
         timestamp: Date? = nil,
         apnsID: UUID? = nil,
-        deviceTokenPrefix: String,
+        redactedDeviceToken: String,
         action: APNSFailureAction? = nil
     ) {
         self.status = status
         self.reason = reason
         self.timestamp = timestamp
         self.apnsID = apnsID
-        self.deviceTokenPrefix = deviceTokenPrefix
+        self.redactedDeviceToken = redactedDeviceToken
         self.action = action ?? reason.action(status: status)
     }
 
     public var description: String {
-        let what = "APNs rejected the notification for device token \(self.deviceTokenPrefix) with \(self.status) \(self.reason.rawValue)"
+        let what = "APNs rejected the notification for device token \(self.redactedDeviceToken) with \(self.status) \(self.reason.rawValue)"
         return "\(what): \(self.advice)"
     }
 
@@ -87,18 +88,18 @@ public struct APNSError: APNSSendFailure, Hashable {
 public struct APNSTransportError: APNSSendFailure {
     /// The error AsyncHTTPClient, SwiftNIO or NIOSSL reported.
     public let underlying: any Error
-    /// The first characters of the device token.
-    public let deviceTokenPrefix: String
+    /// The device token as it may be shown (``APNSTokenRedaction``).
+    public let redactedDeviceToken: String
 
-    public init(underlying: any Error, deviceTokenPrefix: String) {
+    public init(underlying: any Error, redactedDeviceToken: String) {
         self.underlying = underlying
-        self.deviceTokenPrefix = deviceTokenPrefix
+        self.redactedDeviceToken = redactedDeviceToken
     }
 
     public var action: APNSFailureAction { .retryWithBackoff }
 
     public var description: String {
-        "Could not deliver the notification for device token \(self.deviceTokenPrefix) to APNs (\(self.underlying)); "
+        "Could not deliver the notification for device token \(self.redactedDeviceToken) to APNs (\(self.underlying)); "
             + "check network access to the APNs host, then retry with exponential backoff."
     }
 }
@@ -193,11 +194,4 @@ public struct APNSConfigurationError: Error, Hashable, CustomStringConvertible {
 public enum APNSLimits {
     /// The largest payload APNs accepts for a notification, in bytes (the whole JSON body).
     public static let maximumPayloadSize = 4096
-}
-
-extension String {
-    /// The first eight characters followed by an ellipsis: enough to find a token in logs, never the token.
-    var redactedToken: String {
-        self.count <= 8 ? self : "\(self.prefix(8))…"
-    }
 }

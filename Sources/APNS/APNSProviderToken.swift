@@ -5,7 +5,7 @@ import Synchronization
 /// A team's APNs signing key: the `.p8` P-256 private key with its key id and team id.
 ///
 /// The key material is never printed: `description` shows only the ids.
-public struct APNSSigningKey: Sendable, CustomStringConvertible {
+public struct APNSSigningKey: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     let privateKey: P256.Signing.PrivateKey
     /// The 10-character key id Apple shows next to the key (the JWT header's `kid`).
     public let keyID: String
@@ -92,10 +92,14 @@ public struct APNSSigningKey: Sendable, CustomStringConvertible {
     public var description: String {
         "APNSSigningKey(keyID: \(self.keyID), teamID: \(self.teamID))"
     }
+
+    public var debugDescription: String { self.description }
+    /// `dump(key)` shows the ids, not the key's bytes.
+    public var customMirror: Mirror { Mirror(self, children: ["keyID": self.keyID, "teamID": self.teamID]) }
 }
 
 /// A signed provider token (JWT) and the second it was issued at.
-public struct APNSProviderToken: Sendable, Hashable, CustomStringConvertible {
+public struct APNSProviderToken: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The compact JWT, sent as `authorization: bearer <jwt>`.
     public let jwt: String
     /// The `iat` claim.
@@ -104,6 +108,10 @@ public struct APNSProviderToken: Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         "APNSProviderToken(issuedAt: \(Int(self.issuedAt.timeIntervalSince1970)))"
     }
+
+    public var debugDescription: String { self.description }
+    /// `dump(token)` shows when it was issued, not the signed JWT.
+    public var customMirror: Mirror { Mirror(self, children: ["issuedAt": self.issuedAt]) }
 }
 
 /// Signs and caches the provider token of one (team, key).

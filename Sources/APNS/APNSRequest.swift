@@ -121,7 +121,7 @@ public struct APNSRequest: Sendable, Hashable {
         guard !token.isEmpty, token.count % 2 == 0, isHex else {
             throw APNSRequestError(
                 code: .invalidDeviceToken,
-                message: "The device token \(self.deviceToken.redactedToken) (\(token.count) characters) is not an even-length "
+                message: "The device token \(APNSTokenRedaction.redacted(self.deviceToken)) (\(token.count) characters) is not an even-length "
                     + "hexadecimal string; it can never be delivered: drop it and check how the app reports tokens."
             )
         }
@@ -150,5 +150,23 @@ public struct APNSSendResult: Sendable, Hashable {
     public init(apnsID: UUID, status: Int) {
         self.apnsID = apnsID
         self.status = status
+    }
+}
+
+/// Printed, dumped or interpolated into a log message, a request shows its token redacted.
+extension APNSRequest: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    public var description: String {
+        "APNSRequest(deviceToken: \(APNSTokenRedaction.redacted(self.deviceToken)), pushType: \(self.pushType.rawValue), "
+            + "topic: \(self.topic), priority: \(self.priority.rawValue), payload: \(self.payload.count) bytes)"
+    }
+
+    public var debugDescription: String { self.description }
+
+    public var customMirror: Mirror {
+        Mirror(self, children: [
+            "deviceToken": APNSTokenRedaction.redacted(self.deviceToken), "pushType": self.pushType, "topic": self.topic,
+            "priority": self.priority, "expiration": self.expiration as Any, "apnsID": self.apnsID as Any,
+            "collapseID": self.collapseID as Any, "payload": "\(self.payload.count) bytes",
+        ])
     }
 }

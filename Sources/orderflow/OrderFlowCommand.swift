@@ -99,6 +99,9 @@ struct OrderFlowCommand: AsyncParsableCommand {
             let help = helpHint(in: fullMessage(for: error, columns: 1_000))
             var text = message.hasPrefix("Error: ") ? String(message.dropFirst(7)) : message
             if let first = text.first { text = first.lowercased() + text.dropFirst() }
+            // The parser quotes stray arguments: a push token given in the wrong place would be
+            // printed whole.
+            text = Formatting.maskingTokens(in: text)
             Terminal.writeError("orderflow: \(text.replacingOccurrences(of: "\n", with: " ")); \(help)")
             return .usage
         }

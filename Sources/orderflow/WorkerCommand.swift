@@ -33,6 +33,11 @@ struct WorkerCommand: AsyncParsableCommand {
                   --apns-url URL        ORDERFLOW_APNS_URL      another endpoint (a local stand-in)
                   --apns-ca FILE        ORDERFLOW_APNS_CA       that endpoint's CA certificate (PEM)
 
+                Keep the .p8 key readable by the worker's user alone (chmod 600): the worker \
+                warns once at start, on stderr, when other users can read it. Push tokens \
+                appear in its log only as their last 8 characters, the key and its provider \
+                tokens never (ORDERFLOW_LOG_LEVEL=trace shows every record).
+
                 Example:
                   ORDERFLOW_APNS_KEY=AuthKey_ABC123DEFG.p8 ORDERFLOW_APNS_KEY_ID=ABC123DEFG \\
                   ORDERFLOW_APNS_TEAM_ID=TEAM123456 ORDERFLOW_APNS_TOPIC=com.example.orders \\
@@ -94,6 +99,7 @@ struct WorkerCommand: AsyncParsableCommand {
             let context = CommandContext.current()
             let logger = context.logger("orderflow.worker", defaultLevel: .info)
             let apns = try APNSSettings(flags: self, environment: context.environment)
+            // Once, at start, on stderr whatever the log level: the worker runs on regardless.
             if let warning = apns.keyPermissionWarning { Terminal.writeError("orderflow: warning: \(warning)") }
 
             let (database, source) = try await context.databaseConfiguration()
@@ -191,10 +197,7 @@ struct APNSSettings {
             throw CLIError(.usage, "\(keySource) names \(keyPath), which this user cannot read",
                            remedy: "make it readable by the user running the worker (and only by it: chmod 600 \(keyPath))")
         }
-        var status = stat()
-        if stat(keyPath, &status) == 0, status.st_mode & 0o077 != 0 {
-            keyPermissionWarning = "the APNs signing key \(keyPath) is readable by other users; run `chmod 600 \(keyPath)`"
-        }
+        keyPermissionWarning = Self.keyPermissionWarning(path: keyPath)
 
         let environmentName = value(flags.apnsEnvironment, "ORDERFLOW_APNS_ENV")?.lowercased() ?? "production"
         let target: APNSClientConfiguration.Environment
@@ -220,6 +223,25 @@ struct APNSSettings {
         }
         client = APNSClientConfiguration(
             environment: target, credentials: .init(key: .file(path: keyPath), keyID: keyID, teamID: teamID))
+    }
+
+    /// What to tell the operator when the key file's mode lets users other than its owner read
+    /// (or change) it; nil when only the owner can. The worker still runs: the warning names the
+    /// file and the fix.
+    static func keyPermissionWarning(path: String) -> String? {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        let mode = status.st_mode & 0o777
+        guard mode & 0o077 != 0 else { return nil }
+        let access = if mode & 0o004 != 0 {
+            "is readable by every user of this machine"
+        } else if mode & 0o040 != 0 {
+            "is readable by its group"
+        } else {
+            "can be changed by users other than its owner"
+        }
+        return "the APNs signing key \(path) \(access) (mode \(String(format: "%04o", mode))); "
+            + "whoever holds it can send notifications as your team. Run `chmod 600 \(path)`"
     }
 }
 

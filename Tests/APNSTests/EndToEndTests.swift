@@ -90,7 +90,7 @@ struct EndToEndTests {
             #expect(error?.reason == .unregistered)
             #expect(error?.action == .tokenDead)
             #expect(error.flatMap { $0.timestamp.map { abs($0.timeIntervalSince(since)) < 0.002 } } == true)
-            #expect(error?.deviceTokenPrefix == "\(dead.prefix(8))…")
+            #expect(error?.redactedDeviceToken == "…\(dead.suffix(8))")
             #expect(error?.description.contains(dead) == false)
 
             try await fixture.client.send(try liveActivityUpdate(token: TestCredentials.token(8)))

@@ -65,19 +65,19 @@ struct ErrorClassificationTests {
     )
     func classification(status: Int, reason: APNSErrorReason, action: APNSFailureAction) {
         #expect(reason.action(status: status) == action)
-        #expect(APNSError(status: status, reason: reason, deviceTokenPrefix: "01234567…").action == action)
+        #expect(APNSError(status: status, reason: reason, redactedDeviceToken: "…01234567").action == action)
     }
 
-    @Test("descriptions say what to do and show only the start of the token")
+    @Test("descriptions say what to do and show only the end of the token")
     func descriptions() {
         let error = APNSError(
             status: 410, reason: .unregistered, timestamp: Date(timeIntervalSince1970: 1_700_000_000),
-            deviceTokenPrefix: "01234567…"
+            redactedDeviceToken: "…01234567"
         )
-        #expect(error.description.contains("01234567…"))
+        #expect(error.description.contains("…01234567"))
         #expect(error.description.contains("delete it"))
         #expect(error.description.contains("2023-11-14"))
-        let transport = APNSTransportError(underlying: CancellationError(), deviceTokenPrefix: "01234567…")
+        let transport = APNSTransportError(underlying: CancellationError(), redactedDeviceToken: "…01234567")
         #expect(transport.action == .retryWithBackoff)
         #expect(transport.description.contains("retry"))
     }

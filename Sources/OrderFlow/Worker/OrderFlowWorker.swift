@@ -52,7 +52,8 @@ public final class OrderFlowWorker: Service, Sendable {
     ///     (`engine.wakeSignal`): commits wake the worker at once.
     ///   - listener: a listener on ``OrderFlowEngine/wakeChannel`` for engines in other
     ///     processes; run it in the same `ServiceGroup`. The worker consumes its events.
-    ///   - logger: metadata keys start with `orderflow.`; tokens appear as their last 8 characters.
+    ///   - logger: metadata keys start with `orderflow.`; tokens appear as `…` and their last 8 characters
+    ///     (``APNSTokenRedaction``), under `apns.token` as in the APNs client's records.
     ///   - metricsFactory: where metrics go; by default the process's `MetricsSystem`.
     public init(
         configuration: WorkerConfiguration,
@@ -293,7 +294,7 @@ public final class OrderFlowWorker: Service, Sendable {
                 "orderflow.order": "\(plan.orderID)", "orderflow.device": "\(plan.device)",
                 "orderflow.event": "\(delivery.event)", "orderflow.seq": "\(delivery.seq)",
                 "orderflow.merged": "\(delivery.merged)", "orderflow.outcome": "\(delivery.outcome)",
-                "apns.token_suffix": "\(delivery.tokenSuffix)", "apns.status": "\(delivery.status.map(String.init) ?? "none")",
+                "apns.token": "\(APNSTokenRedaction.redacted(suffix: delivery.tokenSuffix))", "apns.status": "\(delivery.status.map(String.init) ?? "none")",
                 "apns.reason": "\(delivery.reason ?? "")",
             ]
             switch delivery.outcome {

@@ -167,7 +167,7 @@ struct ActivityOutcome: Sendable, Hashable {
         deliveries.append(DeliveryRow(
             merchantId: plan.merchantID, orderId: plan.orderID, deviceId: plan.device, seq: push.seq,
             merged: push.merged, event: push.event.rawValue, tokenKind: push.tokenKind.rawValue,
-            tokenSuffix: String(push.token.suffix(8)), priority: push.priority,
+            tokenSuffix: APNSTokenRedaction.visibleSuffix(push.token), priority: push.priority,
             apsTimestamp: push.event == .alert ? nil : push.apsTimestamp, alertTitle: push.alertTitle,
             apnsId: apnsID?.uuidString.lowercased(), status: status, reason: reason, outcome: outcome,
             attemptedAt: time, latencyMs: max(0, (time - push.occurredAt) * 1000)))

@@ -1,3 +1,4 @@
+import APNS
 import Foundation
 
 /// How values are shown to people: local times, short ages, masked secrets.
@@ -32,15 +33,33 @@ public enum Formatting {
         }
     }
 
-    /// A push token as it may be shown: `…` and its last 8 characters.
+    /// A push token as it may be shown: `…` and its last 8 characters (the one rule of
+    /// `APNSTokenRedaction`, shared with the worker's and the APNs client's logs and errors).
     public static func maskedToken(_ token: String) -> String {
-        token.count <= 8 ? "…" + token : "…" + token.suffix(8)
+        APNSTokenRedaction.redacted(token)
     }
 
     /// A stored token suffix (already the last characters) shown like a masked token.
     public static func tokenSuffix(_ suffix: String?) -> String {
         guard let suffix, !suffix.isEmpty else { return "-" }
-        return maskedToken(suffix)
+        return APNSTokenRedaction.redacted(suffix: suffix)
+    }
+
+    /// `text` with every run of 16 or more hexadecimal characters (a push token, as far as
+    /// anyone can tell) shown as a masked token.
+    public static func maskingTokens(in text: String) -> String {
+        var result = ""
+        var run = ""
+        for character in text {
+            if character.isHexDigit {
+                run.append(character)
+                continue
+            }
+            result += run.count >= 16 ? maskedToken(run) : run
+            run = ""
+            result.append(character)
+        }
+        return result + (run.count >= 16 ? maskedToken(run) : run)
     }
 
     /// A database URL with its password replaced by `***` (URL or `key=value` form).
