@@ -50,7 +50,7 @@ extension Workflow {
         let names: [(name: String, transition: TransitionSpec, kind: String)] = outgoing.flatMap { transition in
             [(transition.to, transition, "state")] + (transition.event.map { [($0, transition, "event")] } ?? [])
         }
-        let wanted = TransitionResolver.normalize(target.trimmingCharacters(in: .whitespaces))
+        let wanted = TransitionResolver.normalize(target.trimmingWhitespace(newlines: false))
         // Only the error messages need these: built when one is thrown, not on every advance.
         var allowed: [String] {
             outgoing.map { transition in transition.event.map { "\(transition.to) (event `\($0)`)" } ?? transition.to }
