@@ -43,7 +43,7 @@ extension OrderFlowEngine {
                 SELECT count(*) AS created FROM new_order
                 """, merchantID, request.orderID, request.workflow, version, workflow.initialState,
                 attributes.postgresJSON, rendering.content.postgresJSON, request.idempotencyKey, now,
-                input.postgresJSON, try PostgresJSON(encoding: rendering), request.actor)
+                input.postgresJSON, rendering.json.postgresJSON, request.actor)
             ).single().decode("created", as: Int.self)
             let snapshot = try await orderSnapshot(request.orderID)
             if created == 0 {
@@ -183,9 +183,9 @@ extension OrderFlowEngine {
         let now = Date()
         let rendering = StoredRendering(try workflow.render(
             transition: transition, attributes: known.attributes, input: validInput, previous: known.content, at: now))
-        let newSeq: Int?
-        do {
-            newSeq = try connection.query(PostgresQuery("""
+        let written: PostgresRows
+        do throws(PostgresError) {
+            written = try connection.query(PostgresQuery("""
                 WITH moved AS (
                     UPDATE orders SET state = $3, seq = seq + 1, content = $4::jsonb, updated_at = $5, state_entered_at = $5
                     WHERE merchant_id = $1 AND order_id = $2 AND seq = $6
@@ -200,14 +200,14 @@ extension OrderFlowEngine {
                 )
                 SELECT seq FROM moved
                 """, merchantID, orderID, transition.to, rendering.content.postgresJSON, now, known.seq, state,
-                transition.event, validInput.postgresJSON, try PostgresJSON(encoding: rendering), actor,
-                idempotencyKey, rendering.isEnd ? "end" : "update")
-            ).first?.decode("seq", as: Int.self)
-        } catch let error as PostgresError where error.isUniqueViolation && idempotencyKey != nil {
+                transition.event, validInput.postgresJSON, rendering.json.postgresJSON, actor,
+                idempotencyKey, rendering.isEnd ? "end" : "update"))
+        } catch {
             // The same key committed concurrently: answer with that first result.
-            return .replayKey(idempotencyKey!)
+            if error.isUniqueViolation, let idempotencyKey { return .replayKey(idempotencyKey) }
+            throw error
         }
-        guard let newSeq else { return .changedMeanwhile(assumedState: state) }
+        guard let newSeq = try written.first?.decode("seq", as: Int.self) else { return .changedMeanwhile(assumedState: state) }
         var moved = known
         moved.state = transition.to
         moved.seq = newSeq

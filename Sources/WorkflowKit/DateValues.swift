@@ -11,7 +11,7 @@ enum DateValues {
 
     /// Resolves ISO-8601 text, an offset from `reference`, or `now`.
     static func resolve(_ text: String, relativeTo reference: Date) -> Date? {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let trimmed = text.trimmingWhitespace(newlines: false)
         if let date = parseISO8601(trimmed) { return date }
         if let offset = parseOffset(trimmed) { return reference.addingTimeInterval(offset) }
         return nil
@@ -28,10 +28,39 @@ enum DateValues {
 
     private static let utc = TimeZone(identifier: "UTC")!
 
-    private static var calendar: Calendar {
+    private static let calendar: Calendar = {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = utc
         return calendar
+    }()
+
+    /// Years for which the arithmetic below agrees with `calendar` (which switches to the Julian
+    /// calendar before October 1582). Every render formats and parses dates, and `Calendar`'s
+    /// component conversions cost more than the rest of the rendering: in this range they are
+    /// computed directly; outside it `calendar` is asked.
+    private static let arithmeticYears = 1600...9999
+
+    /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`).
+    static func daysSinceEpoch(year: Int, month: Int, day: Int) -> Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * ((month + 9) % 12) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    /// The proleptic Gregorian date of a day since 1970-01-01 (H. Hinnant's `civil_from_days`).
+    static func civilDate(daysSinceEpoch days: Int) -> (year: Int, month: Int, day: Int) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shiftedMonth = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
+        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
     /// `2025-05-01T12:00:00Z`, with optional fractional seconds and a `Z`, `±hh:mm` or `±hhmm`
@@ -87,10 +116,18 @@ enum DateValues {
         guard i == s.count, (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61 else {
             return nil
         }
-        let components = DateComponents(year: year, month: month, day: day, hour: hour, minute: minute, second: second)
-        guard let date = calendar.date(from: components),
-            calendar.component(.day, from: date) == day
-        else { return nil }
+        let date: Date
+        if arithmeticYears.contains(year) {
+            let days = daysSinceEpoch(year: year, month: month, day: day)
+            guard civilDate(daysSinceEpoch: days).day == day else { return nil }  // 31 April, 29 February 2025
+            date = Date(timeIntervalSince1970: TimeInterval(days * 86_400 + hour * 3600 + minute * 60 + second))
+        } else {
+            let components = DateComponents(year: year, month: month, day: day, hour: hour, minute: minute, second: second)
+            guard let calendarDate = calendar.date(from: components),
+                calendar.component(.day, from: calendarDate) == day
+            else { return nil }
+            date = calendarDate
+        }
         return date.addingTimeInterval(fraction - TimeInterval(offsetSeconds))
     }
 
@@ -104,12 +141,22 @@ enum DateValues {
             millis = 0
             base = base.addingTimeInterval(1)
         }
-        let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: base)
+        let c: (year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int)
+        let wholeSeconds = Int(exactly: base.timeIntervalSince1970) ?? 0
+        let days = wholeSeconds >= 0 ? wholeSeconds / 86_400 : (wholeSeconds - 86_399) / 86_400
+        let civil = civilDate(daysSinceEpoch: days)
+        if arithmeticYears.contains(civil.year) {
+            let secondOfDay = wholeSeconds - days * 86_400
+            c = (civil.year, civil.month, civil.day, secondOfDay / 3600, secondOfDay % 3600 / 60, secondOfDay % 60)
+        } else {
+            let parts = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: base)
+            c = (parts.year!, parts.month!, parts.day!, parts.hour!, parts.minute!, parts.second!)
+        }
         func pad(_ value: Int, _ width: Int) -> String {
             let text = String(value)
             return String(repeating: "0", count: max(0, width - text.count)) + text
         }
-        var text = "\(pad(c.year!, 4))-\(pad(c.month!, 2))-\(pad(c.day!, 2))T\(pad(c.hour!, 2)):\(pad(c.minute!, 2)):\(pad(c.second!, 2))"
+        var text = "\(pad(c.year, 4))-\(pad(c.month, 2))-\(pad(c.day, 2))T\(pad(c.hour, 2)):\(pad(c.minute, 2)):\(pad(c.second, 2))"
         if millis > 0 { text += "." + pad(millis, 3) }
         return text + "Z"
     }
@@ -117,5 +164,23 @@ enum DateValues {
     /// The app's JSON representation of a date: seconds since 2001-01-01 00:00:00 UTC.
     static func appJSON(_ date: Date) -> JSONValue {
         .double(date.timeIntervalSinceReferenceDate)
+    }
+}
+
+extension String {
+    /// `trimmingCharacters(in: .whitespacesAndNewlines)` (or `.whitespaces`), without the round
+    /// trip through `NSString`: the renderer trims every value it converts. Both sets are the
+    /// Unicode White_Space scalars; `.whitespaces` leaves out the line and paragraph breaks.
+    func trimmingWhitespace(newlines: Bool = true) -> String {
+        func isTrimmed(_ scalar: Unicode.Scalar) -> Bool {
+            guard scalar.properties.isWhitespace else { return false }
+            if newlines { return true }
+            return !(("\u{0A}"..."\u{0D}").contains(scalar) || scalar == "\u{85}" || scalar == "\u{2028}" || scalar == "\u{2029}")
+        }
+        let scalars = unicodeScalars
+        guard let first = scalars.firstIndex(where: { !isTrimmed($0) }) else { return "" }
+        let last = scalars.lastIndex(where: { !isTrimmed($0) })!
+        if first == scalars.startIndex && scalars.index(after: last) == scalars.endIndex { return self }
+        return String(scalars[first...last])
     }
 }

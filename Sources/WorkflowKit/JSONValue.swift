@@ -225,8 +225,33 @@ extension JSONValue: CustomStringConvertible {
 
     public var description: String { jsonString }
 
-    /// Number of bytes of `jsonString` in UTF-8.
-    public var jsonByteCount: Int { jsonString.utf8.count }
+    /// Number of bytes of `jsonString` in UTF-8, counted without building the string: every
+    /// render checks its APNs payload against the 4 KB limit.
+    public var jsonByteCount: Int {
+        switch self {
+        case .null: return 4
+        case .bool(let value): return value ? 4 : 5
+        case .int(let value): return String(value).utf8.count
+        case .double(let value): return JSONValue.format(value).utf8.count
+        case .string(let value): return JSONValue.stringByteCount(value)
+        case .array(let values): return 2 + max(0, values.count - 1) + values.reduce(0) { $0 + $1.jsonByteCount }
+        case .object(let object):
+            return 2 + max(0, object.count - 1)
+                + object.reduce(0) { $0 + JSONValue.stringByteCount($1.key) + 1 + $1.value.jsonByteCount }
+        }
+    }
+
+    /// The UTF-8 length of `writeString(string)`'s output.
+    static func stringByteCount(_ string: String) -> Int {
+        var count = 2
+        for scalar in string.unicodeScalars {
+            switch scalar {
+            case "\"", "\\", "\n", "\r", "\t", "\u{08}", "\u{0C}": count += 2
+            default: count += scalar.value < 0x20 ? 6 : UTF8.width(scalar)
+            }
+        }
+        return count
+    }
 
     func write(to output: inout String) {
         switch self {

@@ -508,7 +508,7 @@ struct Renderer {
         if case .optional(let wrapped) = type {
             if value.isNull { return .null }
             // An optional field that renders empty (or only whitespace) is null.
-            if case .string(let text) = value, text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
+            if case .string(let text) = value, text.trimmingWhitespace().isEmpty {
                 return .null
             }
             return try convert(value, type: wrapped, field: field, elementsConverted: elementsConverted)
@@ -516,7 +516,7 @@ struct Renderer {
         if value.isNull {
             throw error(.missingValue, field, "required \(type.spelling) rendered no value; give the variable a value or make the field optional")
         }
-        let text = value.stringValue?.trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = value.stringValue?.trimmingWhitespace()
         switch type {
         case .string(let maxLength):
             let string: String

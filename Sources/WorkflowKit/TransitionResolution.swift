@@ -24,7 +24,9 @@ public struct TransitionResolutionError: Error, Sendable, Hashable, CustomString
 enum TransitionResolver {
     /// Case-insensitive, with `-` and spaces read as `_` (`In-Progress` finds `in_progress`).
     static func normalize(_ name: String) -> String {
-        String(name.lowercased().map { $0 == "-" || $0 == " " ? "_" : $0 })
+        // Names as workflows spell them (`in_progress`) are already normal: no copy.
+        if name.utf8.allSatisfy({ (97...122).contains($0) || (48...57).contains($0) || $0 == 95 }) { return name }
+        return String(name.lowercased().map { $0 == "-" || $0 == " " ? "_" : $0 })
     }
 }
 
@@ -48,11 +50,12 @@ extension Workflow {
         let names: [(name: String, transition: TransitionSpec, kind: String)] = outgoing.flatMap { transition in
             [(transition.to, transition, "state")] + (transition.event.map { [($0, transition, "event")] } ?? [])
         }
-        let wanted = TransitionResolver.normalize(target.trimmingCharacters(in: .whitespaces))
-        let allowed = outgoing.map { transition in
-            transition.event.map { "\(transition.to) (event `\($0)`)" } ?? transition.to
+        let wanted = TransitionResolver.normalize(target.trimmingWhitespace(newlines: false))
+        // Only the error messages need these: built when one is thrown, not on every advance.
+        var allowed: [String] {
+            outgoing.map { transition in transition.event.map { "\(transition.to) (event `\($0)`)" } ?? transition.to }
         }
-        let candidateNames = names.map(\.name)
+        var candidateNames: [String] { names.map(\.name) }
 
         func unique(_ matches: [(name: String, transition: TransitionSpec, kind: String)]) -> TransitionSpec? {
             let ids = Set(matches.map(\.transition.id))
