@@ -118,6 +118,11 @@ struct WorkflowParser {
     static let rootKeys = ["name", "description", "activity", "states", "transitions", "lifecycle", "timers"]
 
     mutating func run() -> Workflow? {
+        if let excess = AliasExpansion.firstExcess(in: yaml) {
+            error("alias `*\(excess.alias)` makes the file's aliases stand for more than \(AliasExpansion.limit) values: anchors that repeat other anchors grow exponentially (an \"alias bomb\"); write the values out, or alias fewer and smaller parts",
+                  at: excess.position)
+            return nil
+        }
         let root: Node
         do {
             guard let composed = try Yams.compose(yaml: yaml) else {

@@ -139,7 +139,20 @@ let brokenWorkflows: [BrokenWorkflow] = [
     BrokenWorkflow("required field set to null", "`status` (enum(open, done)) is required and cannot be null", at: 15, 23,
                    replacing: "content: {status: open}", with: "content: {status: null}"),
     BrokenWorkflow("empty file", "the file is empty", at: 1, 1, yaml: "# nothing here\n"),
+
+    // Found by WorkflowFuzzTests.
+    BrokenWorkflow("alias bomb", "alias `*l3` makes the file's aliases stand for more than 10000 values", at: 5, 12,
+                   yaml: aliasBomb(levels: 9, width: 9) + "? *l8\n: boom\n" + miniWorkflow),
 ]
+
+/// "Billion laughs": `levels` anchors, each a list of `width` aliases to the one before.
+func aliasBomb(levels: Int, width: Int) -> String {
+    var text = "lol0: &l0 [" + Array(repeating: "lol", count: width).joined(separator: ", ") + "]\n"
+    for level in 1..<levels {
+        text += "lol\(level): &l\(level) [" + Array(repeating: "*l\(level - 1)", count: width).joined(separator: ", ") + "]\n"
+    }
+    return text
+}
 
 extension BrokenWorkflow {
     /// Adds state entries after the `done` state.
