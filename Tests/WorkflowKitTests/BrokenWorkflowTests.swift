@@ -143,6 +143,10 @@ let brokenWorkflows: [BrokenWorkflow] = [
     // Found by WorkflowFuzzTests.
     BrokenWorkflow("alias bomb", "alias `*l3` makes the file's aliases stand for more than 10000 values", at: 5, 12,
                    yaml: aliasBomb(levels: 9, width: 9) + "? *l8\n: boom\n" + miniWorkflow),
+    BrokenWorkflow("max length that overflows the payload bound", "can produce an APNs payload of up to 9223372036854775807 bytes", at: 20, 11,
+                   yaml: miniWorkflow
+                       .replacingOccurrences(of: "    note: string(40)?", with: "    note: string(9223372036854775807)?")
+                       .replacingOccurrences(of: "    to: done\n", with: "    to: done\n    input: {note: \"string(9223372036854775807)\"}\n    content: {note: \"{{input.note}}\"}\n")),
 ]
 
 /// "Billion laughs": `levels` anchors, each a list of `width` aliases to the one before.
