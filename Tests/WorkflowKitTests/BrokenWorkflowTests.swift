@@ -147,6 +147,9 @@ let brokenWorkflows: [BrokenWorkflow] = [
                    yaml: miniWorkflow
                        .replacingOccurrences(of: "    note: string(40)?", with: "    note: string(9223372036854775807)?")
                        .replacingOccurrences(of: "    to: done\n", with: "    to: done\n    input: {note: \"string(9223372036854775807)\"}\n    content: {note: \"{{input.note}}\"}\n")),
+    BrokenWorkflow("array type nested 100,000 deep", "arrays of arrays are not supported", at: 9, 11,
+                   replacing: "    note: string(40)?",
+                   with: "    note: \"\(String(repeating: "[", count: 100_000))int\(String(repeating: "]", count: 100_000))\""),
 ]
 
 /// "Billion laughs": `levels` anchors, each a list of `width` aliases to the one before.
