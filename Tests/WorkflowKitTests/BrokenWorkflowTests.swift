@@ -150,6 +150,9 @@ let brokenWorkflows: [BrokenWorkflow] = [
     BrokenWorkflow("array type nested 100,000 deep", "arrays of arrays are not supported", at: 9, 11,
                    replacing: "    note: string(40)?",
                    with: "    note: \"\(String(repeating: "[", count: 100_000))int\(String(repeating: "]", count: 100_000))\""),
+    BrokenWorkflow("template sections nested too deep", "sections are nested more than 20 deep", at: 15, 35,
+                   replacing: "content: {status: open}",
+                   with: "content: {status: open, note: \"\(String(repeating: "{{#attributes.shop}}", count: 21))x\(String(repeating: "{{/attributes.shop}}", count: 21))\"}"),
 ]
 
 /// "Billion laughs": `levels` anchors, each a list of `width` aliases to the one before.
