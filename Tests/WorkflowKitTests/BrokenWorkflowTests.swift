@@ -153,6 +153,9 @@ let brokenWorkflows: [BrokenWorkflow] = [
     BrokenWorkflow("template sections nested too deep", "sections are nested more than 20 deep", at: 15, 35,
                    replacing: "content: {status: open}",
                    with: "content: {status: open, note: \"\(String(repeating: "{{#attributes.shop}}", count: 21))x\(String(repeating: "{{/attributes.shop}}", count: 21))\"}"),
+    BrokenWorkflow("template longer than a payload", "the template is 5700 bytes long, more than the 4096 bytes", at: 18, 32,
+                   replacing: "    final: true\n",
+                   with: "    final: true\n    alert: {title: Done, body: \"\(String(repeating: "{{attributes.shop}}", count: 300))\"}\n"),
 ]
 
 /// "Billion laughs": `levels` anchors, each a list of `width` aliases to the one before.
