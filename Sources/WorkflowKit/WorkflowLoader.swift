@@ -207,11 +207,35 @@ struct WorkflowParser {
         case .duplicatedKeysInMapping(let duplicates, let context):
             error("key \(codeList(duplicates)) appears more than once in the same mapping; keep one",
                   at: SourcePosition(line: context.mark.line, column: context.mark.column))
-        case .reader(let problem, let offset, _, _):
-            error("the file is not readable text: \(problem) at byte offset \(offset.map(String.init) ?? "?")", at: .start)
+        case .reader(let problem, let offset, let value, _):
+            // libyaml refuses control characters (NUL, ESC, …) anywhere in the text, even in comments.
+            let character = Unicode.Scalar(UInt32(truncatingIfNeeded: value)).map { " (U+\(String(format: "%04X", $0.value)))" } ?? ""
+            error("the file is not readable text: \(problem)\(character); remove the character, or in a double-quoted string write it as an escape like `\\u0007`",
+                  at: offset.map(position(ofCharacterOffset:)) ?? .start)
         default:
             error("cannot read the YAML: \(yamlError)", at: .start)
         }
+    }
+
+    /// The line and column of the character `offset` characters into the file, counted as
+    /// libyaml counts: lines break at LF, CR, CRLF, NEL, LS and PS; columns are Unicode scalars.
+    func position(ofCharacterOffset offset: Int) -> SourcePosition {
+        guard let end = yaml.index(yaml.startIndex, offsetBy: offset, limitedBy: yaml.endIndex) else { return .start }
+        var position = SourcePosition.start
+        var previous: Unicode.Scalar?
+        for scalar in yaml.unicodeScalars[..<end] {
+            defer { previous = scalar }
+            switch scalar {
+            case "\n" where previous == "\r":
+                continue
+            case "\n", "\r", "\u{85}", "\u{2028}", "\u{2029}":
+                position.line += 1
+                position.column = 1
+            default:
+                position.column += 1
+            }
+        }
+        return position
     }
 
     // MARK: Generic readers

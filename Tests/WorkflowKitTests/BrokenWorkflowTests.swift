@@ -141,6 +141,8 @@ let brokenWorkflows: [BrokenWorkflow] = [
     BrokenWorkflow("empty file", "the file is empty", at: 1, 1, yaml: "# nothing here\n"),
 
     // Found by WorkflowFuzzTests.
+    BrokenWorkflow("control character", "control characters are not allowed (U+0000)", at: 15, 25,
+                   replacing: "content: {status: open}", with: "content: {status: op\u{0}en}"),
     BrokenWorkflow("alias bomb", "alias `*l3` makes the file's aliases stand for more than 10000 values", at: 5, 12,
                    yaml: aliasBomb(levels: 9, width: 9) + "? *l8\n: boom\n" + miniWorkflow),
     BrokenWorkflow("max length that overflows the payload bound", "can produce an APNs payload of up to 9223372036854775807 bytes", at: 20, 11,
