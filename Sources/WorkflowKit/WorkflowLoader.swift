@@ -141,7 +141,11 @@ struct WorkflowParser {
                                 required: ["name", "activity", "states", "transitions", "lifecycle"])
         else { return nil }
 
-        let name = top["name"].flatMap { string($0, what: "`name`") } ?? ""
+        let nameText = top["name"].flatMap { string($0, what: "`name`") }
+        let name = nameText ?? ""
+        if let nameNode = top["name"], nameText?.isEmpty == true {
+            error("`name` is empty; name the workflow with letters, digits, `-` and `_` (it names the workflow in the CLI and the database)", at: nameNode)
+        }
         if let nameNode = top["name"], !name.isEmpty, !Self.isSlug(name) {
             error("workflow name `\(name)` may use only letters, digits, `-` and `_` (it names the workflow in the CLI and the database)", at: nameNode)
         }

@@ -141,6 +141,7 @@ let brokenWorkflows: [BrokenWorkflow] = [
     BrokenWorkflow("empty file", "the file is empty", at: 1, 1, yaml: "# nothing here\n"),
 
     // Found by WorkflowFuzzTests.
+    BrokenWorkflow("empty name", "`name` is empty", at: 1, 7, replacing: "name: mini", with: "name: ''"),
     BrokenWorkflow("control character", "control characters are not allowed (U+0000)", at: 15, 25,
                    replacing: "content: {status: open}", with: "content: {status: op\u{0}en}"),
     BrokenWorkflow("alias bomb", "alias `*l3` makes the file's aliases stand for more than 10000 values", at: 5, 12,
