@@ -159,6 +159,10 @@ let brokenWorkflows: [BrokenWorkflow] = [
     BrokenWorkflow("template longer than a payload", "the template is 5700 bytes long, more than the 4096 bytes", at: 18, 32,
                    replacing: "    final: true\n",
                    with: "    final: true\n    alert: {title: Done, body: \"\(String(repeating: "{{attributes.shop}}", count: 300))\"}\n"),
+    BrokenWorkflow("100,000-character enum value missed by one letter", "is not one of the enum's values; use one of", at: 15, 23,
+                   yaml: miniWorkflow
+                       .replacingOccurrences(of: "enum(open, done)", with: "enum(open, done, \(String(repeating: "v", count: 100_000)))")
+                       .replacingOccurrences(of: "content: {status: open}", with: "content: {status: \(String(repeating: "v", count: 99_999))w}")),
 ]
 
 /// "Billion laughs": `levels` anchors, each a list of `width` aliases to the one before.
