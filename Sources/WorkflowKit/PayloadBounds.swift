@@ -16,6 +16,15 @@ struct PayloadBounds {
     static let dateTextBytes = 24  // 2025-05-01T12:00:00.123Z
 
     let workflow: Workflow
+    /// Looked up per transition: a dictionary keeps a workflow of thousands of states linear.
+    private let statesByName: [String: StateSpec]
+    private let markStaleStates: Set<String>
+
+    init(workflow: Workflow) {
+        self.workflow = workflow
+        statesByName = Dictionary(workflow.states.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        markStaleStates = Set(workflow.timers.filter { $0.action == .markStale }.map(\.state))
+    }
 
     struct Size {
         var total: Int
@@ -37,18 +46,20 @@ struct PayloadBounds {
         let scope = self.scope(inputs: transition.inputs)
         let (content, largest) = contentBound(transition.content, scope: scope)
         let alert = transition.alert.map { alertBound($0, scope: scope) } ?? 0
-        let target = workflow.state(named: transition.to)
+        let target = statesByName[transition.to]
         var aps: [(String, Int)] = [
             ("timestamp", Self.timestampBytes),
             ("event", transition.endsActivity ? 5 : 8),
             ("content-state", content),
         ]
         if alert > 0 { aps.append(("alert", alert)) }
-        if target?.staleAfter != nil || workflow.timers.contains(where: { $0.state == transition.to && $0.action == .markStale }) {
+        if target?.staleAfter != nil || markStaleStates.contains(transition.to) {
             aps.append(("stale-date", Self.timestampBytes))
         }
         if let relevance = transition.relevanceScore { aps.append(("relevance-score", JSONValue.double(relevance).jsonByteCount)) }
-        if transition.endsActivity, workflow.dismissal(in: transition.to) != .systemDefault {
+        // As `Workflow.dismissal(in:)`.
+        let dismissal = workflow.isFinal(transition.to) ? (target?.dismissal ?? .systemDefault) : nil
+        if transition.endsActivity, dismissal != .systemDefault {
             aps.append(("dismissal-date", Self.timestampBytes))
         }
         let total = Self.object([("aps", Self.object(aps))])

@@ -98,6 +98,8 @@ struct WorkflowParser {
     let file: String
     let yaml: String
     var diagnostics: [Diagnostic] = []
+    /// The diagnostics as a set, so that dropping repeats stays cheap when a file has thousands.
+    private var reported: Set<Diagnostic> = []
 
     init(file: String, yaml: String) {
         self.file = file
@@ -106,7 +108,7 @@ struct WorkflowParser {
 
     mutating func error(_ message: String, at position: SourcePosition) {
         let diagnostic = Diagnostic(file: file, line: position.line, column: position.column, message: message)
-        if !diagnostics.contains(diagnostic) { diagnostics.append(diagnostic) }
+        if reported.insert(diagnostic).inserted { diagnostics.append(diagnostic) }
     }
 
     mutating func error(_ message: String, at node: Node?) {
