@@ -53,10 +53,18 @@ func editDistance(_ a: String, _ b: String) -> Int {
 
 /// The candidate closest to `word` if it is close enough to be a likely typo.
 func closestMatch(to word: String, in candidates: some Sequence<String>) -> String? {
+    // The distance costs length × length: a typo in a name this long is not worth minutes.
+    let longest = 200
     let lowered = word.lowercased()
+    let length = lowered.unicodeScalars.count
+    guard length <= longest else { return nil }
     var best: (candidate: String, distance: Int)?
     for candidate in candidates {
-        let distance = editDistance(lowered, candidate.lowercased())
+        let loweredCandidate = candidate.lowercased()
+        let candidateLength = loweredCandidate.unicodeScalars.count
+        // The length difference is a lower bound of the distance: skip what cannot be closer.
+        guard candidateLength <= longest, abs(candidateLength - length) < (best?.distance ?? Int.max) else { continue }
+        let distance = editDistance(lowered, loweredCandidate)
         if distance < (best?.distance ?? Int.max) {
             best = (candidate, distance)
         }

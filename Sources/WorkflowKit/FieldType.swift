@@ -135,6 +135,11 @@ private struct TypeParser {
     mutating func parseType() throws(FieldType.SyntaxError) -> FieldType {
         var type: FieldType
         if consume("[") {
+            // Checked before reading the element, so that `[[[[…` cannot recurse without bound.
+            skipSpaces()
+            if !atEnd, text[index] == "[" {
+                throw .init(message: "arrays of arrays are not supported")
+            }
             let element = try parseType()
             if case .array = element.nonOptional {
                 throw .init(message: "arrays of arrays are not supported")

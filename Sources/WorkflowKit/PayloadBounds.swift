@@ -16,6 +16,15 @@ struct PayloadBounds {
     static let dateTextBytes = 24  // 2025-05-01T12:00:00.123Z
 
     let workflow: Workflow
+    /// Looked up per transition: a dictionary keeps a workflow of thousands of states linear.
+    private let statesByName: [String: StateSpec]
+    private let markStaleStates: Set<String>
+
+    init(workflow: Workflow) {
+        self.workflow = workflow
+        statesByName = Dictionary(workflow.states.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        markStaleStates = Set(workflow.timers.filter { $0.action == .markStale }.map(\.state))
+    }
 
     struct Size {
         var total: Int
@@ -37,18 +46,20 @@ struct PayloadBounds {
         let scope = self.scope(inputs: transition.inputs)
         let (content, largest) = contentBound(transition.content, scope: scope)
         let alert = transition.alert.map { alertBound($0, scope: scope) } ?? 0
-        let target = workflow.state(named: transition.to)
+        let target = statesByName[transition.to]
         var aps: [(String, Int)] = [
             ("timestamp", Self.timestampBytes),
             ("event", transition.endsActivity ? 5 : 8),
             ("content-state", content),
         ]
         if alert > 0 { aps.append(("alert", alert)) }
-        if target?.staleAfter != nil || workflow.timers.contains(where: { $0.state == transition.to && $0.action == .markStale }) {
+        if target?.staleAfter != nil || markStaleStates.contains(transition.to) {
             aps.append(("stale-date", Self.timestampBytes))
         }
         if let relevance = transition.relevanceScore { aps.append(("relevance-score", JSONValue.double(relevance).jsonByteCount)) }
-        if transition.endsActivity, workflow.dismissal(in: transition.to) != .systemDefault {
+        // As `Workflow.dismissal(in:)`.
+        let dismissal = workflow.isFinal(transition.to) ? (target?.dismissal ?? .systemDefault) : nil
+        if transition.endsActivity, dismissal != .systemDefault {
             aps.append(("dismissal-date", Self.timestampBytes))
         }
         let total = Self.object([("aps", Self.object(aps))])
@@ -117,12 +128,12 @@ struct PayloadBounds {
             return literal.jsonByteCount
         case .list(let items):
             guard case .array(let element, _) = type.nonOptional else { return Self.jsonBound(type) }
-            return 2 + items.map { valueBound($0, type: element, scope: scope) }.reduce(0, +) + max(0, items.count - 1)
+            return Self.sum([2, Self.sum(items.map { valueBound($0, type: element, scope: scope) }), max(0, items.count - 1)])
         case .template(let template):
             let typeBound = Self.jsonBound(type)
             switch type.nonOptional {
             case .string:
-                let text = Self.textBound(template.nodes, scope: scope, dot: nil) + 2
+                let text = Self.sum([Self.textBound(template.nodes, scope: scope, dot: nil), 2])
                 return type.isOptional ? max(4, min(typeBound, text)) : min(typeBound, text)
             default:
                 return typeBound
@@ -139,31 +150,49 @@ struct PayloadBounds {
     func textBound(_ text: TextSpec, scope: TemplateScope) -> Int {
         switch text {
         case .plain(let template):
-            return Self.textBound(template.nodes, scope: scope, dot: nil) + 2
+            return Self.sum([Self.textBound(template.nodes, scope: scope, dot: nil), 2])
         case .localized(let key, let args):
-            let argBounds = args.map { Self.textBound($0.nodes, scope: scope, dot: nil) + 2 }
-            let array = 2 + argBounds.reduce(0, +) + max(0, args.count - 1)
+            let argBounds = args.map { Self.sum([Self.textBound($0.nodes, scope: scope, dot: nil), 2]) }
+            let array = Self.sum([2, Self.sum(argBounds), max(0, args.count - 1)])
             return Self.object([("loc-key", JSONValue.string(key).jsonByteCount), ("loc-args", array)])
         }
     }
 
     // MARK: Rules
 
+    /// Sizes add up and multiply without trapping: they stop at `Int.max`, which is still over
+    /// the limit. Absurd schemas get there: `string(9223372036854775807)`, or sections over
+    /// `[T; 10]` arrays nested 19 deep (10^19 repetitions).
+    static func sum(_ sizes: [Int]) -> Int {
+        var total = 0
+        for size in sizes {
+            let (result, overflow) = total.addingReportingOverflow(size)
+            if overflow { return .max }
+            total = result
+        }
+        return total
+    }
+
+    static func product(_ a: Int, _ b: Int) -> Int {
+        let (result, overflow) = a.multipliedReportingOverflow(by: b)
+        return overflow ? .max : result
+    }
+
     /// Bytes of a JSON object whose values take `entries`' sizes.
     static func object(_ entries: [(String, Int)]) -> Int {
-        2 + entries.map { $0.0.utf8.count + 3 + $0.1 }.reduce(0, +) + max(0, entries.count - 1)
+        sum([2, sum(entries.map { sum([$0.0.utf8.count, 3, $0.1]) }), max(0, entries.count - 1)])
     }
 
     /// Largest JSON encoding of a value of `type` in the app's shape.
     static func jsonBound(_ type: FieldType) -> Int {
         switch type {
-        case .string(let maxLength): return (maxLength ?? defaultStringLength) + 2
+        case .string(let maxLength): return sum([maxLength ?? defaultStringLength, 2])
         case .int: return 20
         case .double, .date: return 24
         case .bool: return 5
         case .enumeration(let values): return (values.map(\.utf8.count).max() ?? 0) + 2
         case .optional(let wrapped): return max(4, jsonBound(wrapped))
-        case .array(let element, let maxCount): return 2 + maxCount * jsonBound(element) + max(0, maxCount - 1)
+        case .array(let element, let maxCount): return sum([2, product(maxCount, jsonBound(element)), max(0, maxCount - 1)])
         }
     }
 
@@ -177,7 +206,7 @@ struct PayloadBounds {
         case .bool: return 5
         case .enumeration(let values): return values.map(\.utf8.count).max() ?? 0
         case .optional(let wrapped): return textBound(wrapped)
-        case .array(let element, let maxCount): return 2 + maxCount * (textBound(element) + 4)
+        case .array(let element, let maxCount): return sum([2, product(maxCount, sum([textBound(element), 4]))])
         }
     }
 
@@ -186,17 +215,17 @@ struct PayloadBounds {
         for node in nodes {
             switch node {
             case .text(let text):
-                total += text.utf8.count
+                total = sum([total, text.utf8.count])
             case .variable(let name, let transforms):
                 let type = name == "." ? dot : scope.type(of: name)
                 let bound = type.map { textBound($0) } ?? 0
-                total += transforms.isEmpty ? bound : max(bound, 20)
+                total = sum([total, transforms.isEmpty ? bound : max(bound, 20)])
             case .section(let name, _, let inverted, let children):
                 let type = scope.type(of: name)?.nonOptional
                 if !inverted, case .array(let element, let maxCount) = type {
-                    total += maxCount * textBound(children, scope: scope, dot: element)
+                    total = sum([total, product(maxCount, textBound(children, scope: scope, dot: element))])
                 } else {
-                    total += textBound(children, scope: scope, dot: inverted ? dot : type)
+                    total = sum([total, textBound(children, scope: scope, dot: inverted ? dot : type)])
                 }
             }
         }

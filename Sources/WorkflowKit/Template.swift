@@ -25,6 +25,12 @@ public struct Template: Sendable, Hashable, CustomStringConvertible {
     private static let textModePrefix = "{{%CONTENT_TYPE:TEXT}}{{!}}"
 
     init(_ source: String) throws(ParseError) {
+        // No longer template fits in an APNs payload, and swift-mustache takes time quadratic in
+        // the number of tags to compile one (a 1 MB template of tags: minutes).
+        let length = source.utf8.count
+        guard length <= PayloadBounds.limit else {
+            throw ParseError(message: "the template is \(length) bytes long, more than the \(PayloadBounds.limit) bytes a whole APNs payload may have; shorten it")
+        }
         var scanner = TemplateScanner(source: source)
         let nodes = try scanner.parse()
         do {
@@ -93,13 +99,17 @@ private struct TemplateScanner {
         self.index = source.startIndex
     }
 
+    /// Sections nested deeper than this are refused: parsing, checking and rendering recurse per
+    /// level (here and in swift-mustache), and thousands of levels would overflow the stack.
+    static let maximumSectionDepth = 20
+
     mutating func parse() throws(Template.ParseError) -> [TemplateNode] {
-        let (nodes, closing) = try parseNodes(until: nil)
+        let (nodes, closing) = try parseNodes(until: nil, depth: 0)
         if let closing { throw .init(message: "`{{/\(closing)}}` closes a section that was never opened") }
         return nodes
     }
 
-    private mutating func parseNodes(until section: String?) throws(Template.ParseError) -> ([TemplateNode], String?) {
+    private mutating func parseNodes(until section: String?, depth: Int) throws(Template.ParseError) -> ([TemplateNode], String?) {
         var nodes: [TemplateNode] = []
         var text = ""
         while index < source.endIndex {
@@ -127,7 +137,10 @@ private struct TemplateScanner {
                 continue
             case "#", "^":
                 let (name, transforms) = try Self.parseName(String(tag.dropFirst()))
-                let (children, closing) = try parseNodes(until: name)
+                guard depth < Self.maximumSectionDepth else {
+                    throw .init(message: "sections are nested more than \(Self.maximumSectionDepth) deep at `{{\(sigil!)\(name)}}`; nest fewer sections")
+                }
+                let (children, closing) = try parseNodes(until: name, depth: depth + 1)
                 guard closing == name else {
                     throw .init(message: "section `{{\(sigil!)\(name)}}` is not closed; add `{{/\(name)}}`")
                 }

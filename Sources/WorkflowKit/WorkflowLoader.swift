@@ -98,6 +98,8 @@ struct WorkflowParser {
     let file: String
     let yaml: String
     var diagnostics: [Diagnostic] = []
+    /// The diagnostics as a set, so that dropping repeats stays cheap when a file has thousands.
+    private var reported: Set<Diagnostic> = []
 
     init(file: String, yaml: String) {
         self.file = file
@@ -106,7 +108,7 @@ struct WorkflowParser {
 
     mutating func error(_ message: String, at position: SourcePosition) {
         let diagnostic = Diagnostic(file: file, line: position.line, column: position.column, message: message)
-        if !diagnostics.contains(diagnostic) { diagnostics.append(diagnostic) }
+        if reported.insert(diagnostic).inserted { diagnostics.append(diagnostic) }
     }
 
     mutating func error(_ message: String, at node: Node?) {
@@ -118,6 +120,11 @@ struct WorkflowParser {
     static let rootKeys = ["name", "description", "activity", "states", "transitions", "lifecycle", "timers"]
 
     mutating func run() -> Workflow? {
+        if let excess = AliasExpansion.firstExcess(in: yaml) {
+            error("alias `*\(excess.alias)` makes the file's aliases stand for more than \(AliasExpansion.limit) values: anchors that repeat other anchors grow exponentially (an \"alias bomb\"); write the values out, or alias fewer and smaller parts",
+                  at: excess.position)
+            return nil
+        }
         let root: Node
         do {
             guard let composed = try Yams.compose(yaml: yaml) else {
@@ -136,7 +143,11 @@ struct WorkflowParser {
                                 required: ["name", "activity", "states", "transitions", "lifecycle"])
         else { return nil }
 
-        let name = top["name"].flatMap { string($0, what: "`name`") } ?? ""
+        let nameText = top["name"].flatMap { string($0, what: "`name`") }
+        let name = nameText ?? ""
+        if let nameNode = top["name"], nameText?.isEmpty == true {
+            error("`name` is empty; name the workflow with letters, digits, `-` and `_` (it names the workflow in the CLI and the database)", at: nameNode)
+        }
         if let nameNode = top["name"], !name.isEmpty, !Self.isSlug(name) {
             error("workflow name `\(name)` may use only letters, digits, `-` and `_` (it names the workflow in the CLI and the database)", at: nameNode)
         }
@@ -202,11 +213,35 @@ struct WorkflowParser {
         case .duplicatedKeysInMapping(let duplicates, let context):
             error("key \(codeList(duplicates)) appears more than once in the same mapping; keep one",
                   at: SourcePosition(line: context.mark.line, column: context.mark.column))
-        case .reader(let problem, let offset, _, _):
-            error("the file is not readable text: \(problem) at byte offset \(offset.map(String.init) ?? "?")", at: .start)
+        case .reader(let problem, let offset, let value, _):
+            // libyaml refuses control characters (NUL, ESC, …) anywhere in the text, even in comments.
+            let character = Unicode.Scalar(UInt32(truncatingIfNeeded: value)).map { " (U+\(String(format: "%04X", $0.value)))" } ?? ""
+            error("the file is not readable text: \(problem)\(character); remove the character, or in a double-quoted string write it as an escape like `\\u0007`",
+                  at: offset.map(position(ofCharacterOffset:)) ?? .start)
         default:
             error("cannot read the YAML: \(yamlError)", at: .start)
         }
+    }
+
+    /// The line and column of the character `offset` characters into the file, counted as
+    /// libyaml counts: lines break at LF, CR, CRLF, NEL, LS and PS; columns are Unicode scalars.
+    func position(ofCharacterOffset offset: Int) -> SourcePosition {
+        guard let end = yaml.index(yaml.startIndex, offsetBy: offset, limitedBy: yaml.endIndex) else { return .start }
+        var position = SourcePosition.start
+        var previous: Unicode.Scalar?
+        for scalar in yaml.unicodeScalars[..<end] {
+            defer { previous = scalar }
+            switch scalar {
+            case "\n" where previous == "\r":
+                continue
+            case "\n", "\r", "\u{85}", "\u{2028}", "\u{2029}":
+                position.line += 1
+                position.column = 1
+            default:
+                position.column += 1
+            }
+        }
+        return position
     }
 
     // MARK: Generic readers

@@ -44,6 +44,8 @@ struct WorkflowValidator {
     let startAlert: ParsedAlert?
     let dismissals: [String: Located<Dismissal>]
     let timers: [ParsedTimer]
+    /// Index in `states` by name: lookups stay cheap in workflows with thousands of states.
+    let stateIndex: [String: Int]
 
     init(parser: WorkflowParser, name: String, description: String, attributesType: String, attributesSchema: [FieldSpec],
          contentSchema: [FieldSpec], statesPosition: SourcePosition, states: [ParsedState], transitions: [ParsedTransition],
@@ -64,13 +66,14 @@ struct WorkflowValidator {
         self.startAlert = startAlert
         self.dismissals = dismissals
         self.timers = timers
+        self.stateIndex = Dictionary(states.enumerated().map { ($1.spec.name, $0) }, uniquingKeysWith: { first, _ in first })
     }
 
     mutating func error(_ message: String, at position: SourcePosition) {
         parser.error(message, at: position)
     }
 
-    func state(_ name: String) -> ParsedState? { states.first { $0.spec.name == name } }
+    func state(_ name: String) -> ParsedState? { stateIndex[name].map { states[$0] } }
     var stateNames: [String] { states.map(\.spec.name) }
 
     func label(_ transition: ParsedTransition) -> String {
@@ -104,7 +107,7 @@ struct WorkflowValidator {
 
         // Dismissals.
         for (stateName, dismissal) in dismissals.sorted(by: { $0.key < $1.key }) {
-            guard let index = states.firstIndex(where: { $0.spec.name == stateName }) else {
+            guard let index = stateIndex[stateName] else {
                 unknownState(Located(value: stateName, position: dismissal.position), role: "`lifecycle.end`")
                 continue
             }
@@ -166,15 +169,29 @@ struct WorkflowValidator {
                 expanded.append((from.value, transition))
             }
         }
+        // The graph, looked up by state rather than searched (files with thousands of transitions).
+        var successors: [String: [String]] = [:]
+        var predecessors: [String: [String]] = [:]
+        var incoming: [String: [ParsedTransition]] = [:]
+        // The targets of each source by normalized name, each once, in file order.
+        var targetsByName: [String: [String: [String]]] = [:]
+        for (from, transition) in expanded {
+            let to = transition.to.value
+            successors[from, default: []].append(to)
+            predecessors[to, default: []].append(from)
+            incoming[to, default: []].append(transition)
+            let key = TransitionResolver.normalize(to)
+            if targetsByName[from, default: [:]][key, default: []].contains(to) == false {
+                targetsByName[from, default: [:]][key, default: []].append(to)
+            }
+        }
+
         // An event named like a state the same source can go to would make `resolveTransition` ambiguous.
         for (from, transition) in expanded {
             guard let event = transition.event else { continue }
-            let clash = expanded.first {
-                $0.from == from && $0.parsed.to.value != transition.to.value
-                    && TransitionResolver.normalize($0.parsed.to.value) == TransitionResolver.normalize(event.value)
-            }
-            if let clash {
-                error("event `\(event.value)` of `\(from) -> \(transition.to.value)` has the name of state `\(clash.parsed.to.value)`, which `\(from)` can also go to; rename the event",
+            let namesake = targetsByName[from]?[TransitionResolver.normalize(event.value)] ?? []
+            if let clash = namesake.first(where: { $0 != transition.to.value }) {
+                error("event `\(event.value)` of `\(from) -> \(transition.to.value)` has the name of state `\(clash)`, which `\(from)` can also go to; rename the event",
                       at: event.position)
             }
         }
@@ -185,9 +202,9 @@ struct WorkflowValidator {
             var reachable: Set<String> = [initial]
             var queue = [initial]
             while let current = queue.popLast() {
-                for (from, transition) in expanded where from == current && !reachable.contains(transition.to.value) {
-                    reachable.insert(transition.to.value)
-                    queue.append(transition.to.value)
+                for next in successors[current] ?? [] where !reachable.contains(next) {
+                    reachable.insert(next)
+                    queue.append(next)
                 }
             }
             for state in states where !reachable.contains(state.spec.name) {
@@ -196,12 +213,11 @@ struct WorkflowValidator {
             }
         }
         var canFinish = finals
-        var changed = true
-        while changed {
-            changed = false
-            for (from, transition) in expanded where canFinish.contains(transition.to.value) && !canFinish.contains(from) {
-                canFinish.insert(from)
-                changed = true
+        var queue = Array(finals)
+        while let current = queue.popLast() {
+            for previous in predecessors[current] ?? [] where !canFinish.contains(previous) {
+                canFinish.insert(previous)
+                queue.append(previous)
             }
         }
         if !finals.isEmpty {
@@ -240,9 +256,8 @@ struct WorkflowValidator {
 
         // State defaults, also those no transition uses.
         for state in states {
-            let incoming = expanded.filter { $0.parsed.to.value == state.spec.name }.map(\.parsed)
             var inputs: [FieldSpec] = state.spec.isInitial ? lifecycle.startInputs : []
-            for transition in incoming {
+            for transition in incoming[state.spec.name] ?? [] {
                 for input in transition.inputs where !inputs.contains(where: { $0.name == input.name }) { inputs.append(input) }
             }
             let scope = TemplateScope(

@@ -139,7 +139,40 @@ let brokenWorkflows: [BrokenWorkflow] = [
     BrokenWorkflow("required field set to null", "`status` (enum(open, done)) is required and cannot be null", at: 15, 23,
                    replacing: "content: {status: open}", with: "content: {status: null}"),
     BrokenWorkflow("empty file", "the file is empty", at: 1, 1, yaml: "# nothing here\n"),
+
+    // Found by WorkflowFuzzTests.
+    BrokenWorkflow("empty name", "`name` is empty", at: 1, 7, replacing: "name: mini", with: "name: ''"),
+    BrokenWorkflow("control character", "control characters are not allowed (U+0000)", at: 15, 25,
+                   replacing: "content: {status: open}", with: "content: {status: op\u{0}en}"),
+    BrokenWorkflow("alias bomb", "alias `*l3` makes the file's aliases stand for more than 10000 values", at: 5, 12,
+                   yaml: aliasBomb(levels: 9, width: 9) + "? *l8\n: boom\n" + miniWorkflow),
+    BrokenWorkflow("max length that overflows the payload bound", "can produce an APNs payload of up to 9223372036854775807 bytes", at: 20, 11,
+                   yaml: miniWorkflow
+                       .replacingOccurrences(of: "    note: string(40)?", with: "    note: string(9223372036854775807)?")
+                       .replacingOccurrences(of: "    to: done\n", with: "    to: done\n    input: {note: \"string(9223372036854775807)\"}\n    content: {note: \"{{input.note}}\"}\n")),
+    BrokenWorkflow("array type nested 100,000 deep", "arrays of arrays are not supported", at: 9, 11,
+                   replacing: "    note: string(40)?",
+                   with: "    note: \"\(String(repeating: "[", count: 100_000))int\(String(repeating: "]", count: 100_000))\""),
+    BrokenWorkflow("template sections nested too deep", "sections are nested more than 20 deep", at: 15, 35,
+                   replacing: "content: {status: open}",
+                   with: "content: {status: open, note: \"\(String(repeating: "{{#attributes.shop}}", count: 21))x\(String(repeating: "{{/attributes.shop}}", count: 21))\"}"),
+    BrokenWorkflow("template longer than a payload", "the template is 5700 bytes long, more than the 4096 bytes", at: 18, 32,
+                   replacing: "    final: true\n",
+                   with: "    final: true\n    alert: {title: Done, body: \"\(String(repeating: "{{attributes.shop}}", count: 300))\"}\n"),
+    BrokenWorkflow("100,000-character enum value missed by one letter", "is not one of the enum's values; use one of", at: 15, 23,
+                   yaml: miniWorkflow
+                       .replacingOccurrences(of: "enum(open, done)", with: "enum(open, done, \(String(repeating: "v", count: 100_000)))")
+                       .replacingOccurrences(of: "content: {status: open}", with: "content: {status: \(String(repeating: "v", count: 99_999))w}")),
 ]
+
+/// "Billion laughs": `levels` anchors, each a list of `width` aliases to the one before.
+func aliasBomb(levels: Int, width: Int) -> String {
+    var text = "lol0: &l0 [" + Array(repeating: "lol", count: width).joined(separator: ", ") + "]\n"
+    for level in 1..<levels {
+        text += "lol\(level): &l\(level) [" + Array(repeating: "*l\(level - 1)", count: width).joined(separator: ", ") + "]\n"
+    }
+    return text
+}
 
 extension BrokenWorkflow {
     /// Adds state entries after the `done` state.
