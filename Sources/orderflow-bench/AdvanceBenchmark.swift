@@ -21,18 +21,23 @@ struct AdvanceBenchmark: AsyncParsableCommand {
     var database: String?
     @Flag(help: "Do not send the coalesced worker wake-up NOTIFY (to measure what it costs).")
     var noNotify = false
+    @Option(help: ArgumentHelp(
+        "Orders the engine keeps in its in-process cache (default: every order the run prepares, as a backend that created its orders itself would; the library's default is 10000).",
+        valueName: "n"))
+    var cachedOrders: Int?
 
     func run() async throws {
         var logger = Logger(label: "orderflow.bench")
         logger.logLevel = .warning
         let bench = try await BenchDatabase.make(url: database)
-        var configuration = OrderFlowConfiguration(database: bench.configuration, maximumConnections: tasks)
-        configuration.notifyWorkers = !noNotify
-        let engine = OrderFlowEngine(configuration: configuration, logger: logger)
-        _ = try await engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
-
         // Enough orders that no task runs out: each order takes four advances.
         let ordersNeeded = max(2_000, seconds * 12_000 / 4)
+        var configuration = OrderFlowConfiguration(database: bench.configuration, maximumConnections: tasks)
+        configuration.notifyWorkers = !noNotify
+        configuration.cachedOrders = cachedOrders ?? ordersNeeded + 1
+        let engine = OrderFlowEngine(configuration: configuration, logger: logger)
+        _ = try await engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
+        print("order cache: \(configuration.cachedOrders) orders")
         print("preparing \(ordersNeeded) orders for the engine and 10000 for pgbench…")
         try await createOrders(engine: engine, count: ordersNeeded)
         let sample = try await engine.advance("bench-0", to: "accept", input: ["eta": "+20m"])
