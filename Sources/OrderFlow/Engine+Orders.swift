@@ -123,13 +123,13 @@ extension OrderFlowEngine {
                 await wakeSignal.signal()
                 return result
             case .replay(let seq):
-                return try await replay(orderID, seq: seq)
+                return try await replay(orderID, seq: seq, target: target)
             case .replayKey(let key):
-                return try await replayByKey(orderID, key: key)
+                return try await replayByKey(orderID, key: key, target: target)
             case .changedMeanwhile(let assumedState):
                 // Someone moved the order first; if it was a retry of this very request, that
                 // is our answer.
-                if let idempotencyKey, let replayed = try? await replayByKey(orderID, key: idempotencyKey) {
+                if let idempotencyKey, let replayed = try? await replayByKey(orderID, key: idempotencyKey, target: target) {
                     return replayed
                 }
                 throw try await concurrentChange(orderID, assumedState: assumedState, target: target)
@@ -317,19 +317,35 @@ extension OrderFlowEngine {
         return try OrderSnapshot(row: row, finalStates: resolved.finalStates)
     }
 
-    private func replay(_ orderID: String, seq: Int) async throws -> AdvanceResult {
+    /// The first result of a request retried with its idempotency key. A key is the caller's
+    /// name for one change: used again for another (another target, or the order's creation),
+    /// it is refused rather than answered with a result that is not what was asked.
+    private func replay(_ orderID: String, seq: Int, target: String) async throws -> AdvanceResult {
         let row = try await pool.query(PostgresQuery("""
             SELECT seq, from_state, to_state, event, input, rendered, actor, idempotency_key, occurred_at
             FROM order_transitions WHERE merchant_id = $1 AND order_id = $2 AND seq = $3
             """, merchantID, orderID, seq)).single()
-        return AdvanceResult(order: try await orderSnapshot(orderID), transition: try TransitionRecord(row: row), replayed: true)
+        let record = try TransitionRecord(row: row)
+        let order = try await orderSnapshot(orderID)
+        let workflow = try await workflows.workflow(named: order.workflow, version: order.workflowVersion)
+        let sameRequest = record.from.flatMap { from in
+            (try? workflow.resolveTransition(from: from, target: target)).map { $0.to == record.to && $0.event == record.event }
+        } ?? false
+        guard sameRequest else {
+            let change = record.from.map { "its transition \($0) -> \(record.to)" } ?? "its creation"
+            throw OrderFlowError(
+                .conflict,
+                "the idempotency key \"\(Self.shown(record.idempotencyKey ?? ""))\" was already used for order \(Self.shown(orderID))'s \(change) (step \(record.seq)), not for a move to \(Self.shown(target)); use a new key for a different change",
+                currentState: order.state)
+        }
+        return AdvanceResult(order: order, transition: record, replayed: true)
     }
 
-    private func replayByKey(_ orderID: String, key: String) async throws -> AdvanceResult {
+    private func replayByKey(_ orderID: String, key: String, target: String) async throws -> AdvanceResult {
         let seq = try await pool.query(PostgresQuery(
             "SELECT seq FROM order_transitions WHERE merchant_id = $1 AND order_id = $2 AND idempotency_key = $3",
             merchantID, orderID, key)).single().decode("seq", as: Int.self)
-        return try await replay(orderID, seq: seq)
+        return try await replay(orderID, seq: seq, target: target)
     }
 
     /// The order moved between reading it and writing: say where it is now.
