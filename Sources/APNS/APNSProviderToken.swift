@@ -38,6 +38,27 @@ public struct APNSSigningKey: Sendable, CustomStringConvertible, CustomDebugStri
                     + "account (Certificates, Identifiers & Profiles > Keys) and point the configuration at its path."
             )
         }
+        // A .p8 file is about 250 bytes. Refuse anything that is not a small regular file before
+        // reading it: a directory, a FIFO (reading would wait forever), /dev/zero (never ends).
+        let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+        let attributes = try? FileManager.default.attributesOfItem(atPath: resolved)
+        let type = attributes?[.type] as? FileAttributeType
+        if type != .typeRegular {
+            let what = type == .typeDirectory ? "a directory" : "not a regular file"
+            throw APNSCredentialsError(
+                code: .keyFileUnreadable,
+                path: path,
+                message: "The APNs signing key path '\(path)' is \(what); give the path of the .p8 key file itself."
+            )
+        }
+        if let size = (attributes?[.size] as? NSNumber)?.intValue, size > Self.maximumKeyFileBytes {
+            throw APNSCredentialsError(
+                code: .invalidKey,
+                path: path,
+                message: "The file at '\(path)' is \(size) bytes, far more than an APNs signing key (.p8, about 250 bytes); "
+                    + "check that the path names the key Apple issued."
+            )
+        }
         let pem: String
         do {
             pem = try String(contentsOfFile: path, encoding: .utf8)
@@ -52,6 +73,9 @@ public struct APNSSigningKey: Sendable, CustomStringConvertible, CustomDebugStri
         try self.init(pemRepresentation: pem, keyID: keyID, teamID: teamID, path: path)
     }
 
+    /// Larger files are refused unread.
+    static let maximumKeyFileBytes = 64 * 1024
+
     private init(pemRepresentation: String, keyID: String, teamID: String, path: String?) throws {
         try Self.validate(keyID: keyID, teamID: teamID, path: path)
         let source = path.map { "The file at '\($0)'" } ?? "The configured APNs key"
@@ -64,12 +88,39 @@ public struct APNSSigningKey: Sendable, CustomStringConvertible, CustomDebugStri
             throw APNSCredentialsError(
                 code: .invalidKey,
                 path: path,
-                message: "\(source) is not a PEM-encoded P-256 private key. Use the .p8 file Apple "
+                message: "\(source) \(Self.whatIsWrong(with: pemRepresentation)). Use the .p8 file Apple "
                     + "issued for APNs (it starts with '-----BEGIN PRIVATE KEY-----'), unmodified."
             )
         }
         self.keyID = keyID
         self.teamID = teamID
+    }
+
+    /// Why `pem` is not a P-256 private key, without quoting any of it (only the PEM label,
+    /// which is not secret).
+    static func whatIsWrong(with pem: String) -> String {
+        let text = pem.trimmingCharacters(in: .whitespacesAndNewlines)
+        if text.isEmpty { return "is empty, not a PEM-encoded P-256 private key" }
+        guard let begin = text.range(of: "-----BEGIN ") else {
+            return "is not PEM text (it has no '-----BEGIN' line), not a PEM-encoded P-256 private key"
+        }
+        let label = text[begin.upperBound...].prefix { $0 != "-" && $0 != "\n" }.prefix(40)
+        switch label {
+        case "PRIVATE KEY", "EC PRIVATE KEY":
+            if (try? P384.Signing.PrivateKey(pemRepresentation: text)) != nil {
+                return "holds a P-384 key, but APNs signs with a P-256 (ES256) key"
+            }
+            if (try? P521.Signing.PrivateKey(pemRepresentation: text)) != nil {
+                return "holds a P-521 key, but APNs signs with a P-256 (ES256) key"
+            }
+            return "is not a PEM-encoded P-256 private key (it may be an RSA key, or damaged)"
+        case "RSA PRIVATE KEY":
+            return "holds an RSA key, but APNs signs with a P-256 (ES256) key"
+        case "ENCRYPTED PRIVATE KEY":
+            return "holds an encrypted key; APNs keys are not encrypted"
+        default:
+            return "holds a PEM '\(label)', not a P-256 private key"
+        }
     }
 
     private static func validate(keyID: String, teamID: String, path: String?) throws {

@@ -11,6 +11,7 @@ extension OrderFlowEngine {
             try Self.validateIdentifier(deviceID, what: "device id")
             try Self.validateIdentifier(attributesType, what: "attributes type")
             let token = try Self.normalizedToken(token)
+            try await checkAttributesTypeIsKnown(attributesType)
             try await pool.transaction { [merchantID] connection in
                 try connection.query(PostgresQuery("""
                     INSERT INTO push_to_start_tokens (merchant_id, device_id, attributes_type, token)
@@ -34,6 +35,7 @@ extension OrderFlowEngine {
     /// follows the order from now on, and is sent the order's current state.
     public func registerActivityToken(orderID: String, deviceID: String, token: String) async throws {
         try await translatingErrors {
+            try Self.validateIdentifier(orderID, what: "order id")
             try Self.validateIdentifier(deviceID, what: "device id")
             let token = try Self.normalizedToken(token)
             try await follow(orderID: orderID, deviceID: deviceID, activityToken: token)
@@ -59,6 +61,7 @@ extension OrderFlowEngine {
     /// Following twice is harmless.
     public func follow(orderID: String, deviceID: String) async throws {
         try await translatingErrors {
+            try Self.validateIdentifier(orderID, what: "order id")
             try Self.validateIdentifier(deviceID, what: "device id")
             try await follow(orderID: orderID, deviceID: deviceID, activityToken: nil)
         }
@@ -67,12 +70,14 @@ extension OrderFlowEngine {
     /// Stops sending an order's updates to a device.
     public func unfollow(orderID: String, deviceID: String) async throws {
         try await translatingErrors {
+            try Self.validateIdentifier(orderID, what: "order id")
+            try Self.validateIdentifier(deviceID, what: "device id")
             try await pool.transaction { [merchantID] connection in
                 let removed = try connection.query(PostgresQuery(
                     "DELETE FROM order_followers WHERE merchant_id = $1 AND order_id = $2 AND device_id = $3",
                     merchantID, orderID, deviceID)).affectedRows
                 guard removed > 0 else {
-                    throw OrderFlowError(.notFound, "device \(deviceID) does not follow order \(orderID)")
+                    throw OrderFlowError(.notFound, "device \(Self.shown(deviceID)) does not follow order \(Self.shown(orderID)); nothing to undo")
                 }
                 try connection.query(PostgresQuery("""
                     UPDATE activities SET status = 'gone', update_token = NULL
@@ -116,17 +121,20 @@ extension OrderFlowEngine {
         await wakeSignal.signal()
     }
 
-    /// APNs tokens are hex strings of even length (real ones are often 160 characters: the
-    /// length is not checked beyond sanity bounds). Stored lower-case.
-    static func normalizedToken(_ token: String) throws -> String {
-        let trimmed = token.trimmingCharacters(in: .whitespaces)
-        guard trimmed.count >= 16, trimmed.count <= 1024, trimmed.count.isMultiple(of: 2),
-              trimmed.allSatisfy(\.isHexDigit)
-        else {
-            throw OrderFlowError(
-                .invalidInput,
-                "a push token must be an even number (16 to 1024) of hexadecimal characters; got \(trimmed.count) characters\(trimmed.allSatisfy(\.isHexDigit) ? "" : " with non-hex ones")")
+    /// A push-to-start token is only of use for an `ActivityAttributes` type some workflow
+    /// starts (the names are case-sensitive Swift type names): a typo would store a token no
+    /// push ever uses.
+    private func checkAttributesTypeIsKnown(_ attributesType: String) async throws {
+        var known: Set<String> = []
+        for (name, version) in try await workflows.allVersions() {
+            known.insert(try await workflows.workflow(named: name, version: version).attributesType)
         }
-        return trimmed.lowercased()
+        guard !known.contains(attributesType) else { return }
+        let hint = known.first { $0.lowercased() == attributesType.lowercased() }.map { " (did you mean \($0)?)" } ?? ""
+        throw OrderFlowError(
+            .notFound,
+            "no workflow uses the attributes type \"\(Self.shown(attributesType))\"\(hint); "
+                + (known.isEmpty ? "apply a workflow first" : "known types: \(known.sorted().joined(separator: ", "))"),
+            candidates: known.sorted())
     }
 }

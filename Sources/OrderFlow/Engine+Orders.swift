@@ -14,17 +14,35 @@ extension OrderFlowEngine {
     /// same order id without that key is `alreadyExists`.
     public func createOrder(_ request: NewOrder) async throws -> OrderSnapshot {
         try await translatingErrors {
+            // Everything the caller gave is checked before anything is written.
             try Self.validateIdentifier(request.orderID, what: "order id")
+            try Self.validateIdentifier(request.workflow, what: "workflow name")
+            try Self.validateIdentifier(request.idempotencyKey, what: "idempotency key")
+            try Self.validateIdentifier(request.actor, what: "actor")
+            if let pinned = request.workflowVersion, pinned < 1 {
+                throw OrderFlowError(.invalidInput, "workflow version \(pinned) does not exist; versions count from 1 (see `orderflow workflow list`)")
+            }
             let (version, workflow): (Int, Workflow)
             if let pinned = request.workflowVersion {
                 (version, workflow) = (pinned, try await workflows.workflow(named: request.workflow, version: pinned))
             } else {
                 (version, workflow) = try await workflows.latest(named: request.workflow)
             }
-            let attributes = try workflow.validateAttributes(request.attributes)
-            let input = try workflow.validateStartInput(request.input)
             let now = Date()
+            let attributes = try workflow.validateAttributes(request.attributes, at: now)
+            let input = try workflow.validateStartInput(request.input, at: now)
             let rendering = StoredRendering(try workflow.render(state: workflow.initialState, attributes: attributes, input: input, at: now))
+            // The push-to-start carries the attributes and the start alert besides the content:
+            // it must fit as well, or the activity could never start.
+            if workflow.startsByPush {
+                do {
+                    _ = try workflow.renderStart(attributes: attributes, input: input, at: now)
+                } catch let error as RenderError where error.code == .payloadTooLarge {
+                    throw OrderFlowError(
+                        .invalidInput,
+                        "order \(Self.shown(request.orderID)) cannot be created: its push-to-start (attributes, start alert and first content together) would be over APNs' \(PayloadLimits.apns)-byte limit; shorten the attribute values")
+                }
+            }
             let created = try await pool.query(PostgresQuery("""
                 WITH new_order AS (
                     INSERT INTO orders (merchant_id, order_id, workflow_name, workflow_version, state, seq, attributes,
@@ -85,6 +103,11 @@ extension OrderFlowEngine {
         expectedState: String? = nil, actor: String? = nil
     ) async throws -> AdvanceResult {
         try await translatingErrors {
+            try Self.validateIdentifier(orderID, what: "order id")
+            try Self.validateIdentifier(target, what: "state or event name", allowEmpty: true)
+            try Self.validateIdentifier(idempotencyKey, what: "idempotency key")
+            try Self.validateIdentifier(expectedState, what: "expected state")
+            try Self.validateIdentifier(actor, what: "actor")
             // The read, the checks, the rendering and the write happen in one visit to a
             // pooled connection's thread: two statements, no other hops.
             let started = Date()
@@ -100,13 +123,13 @@ extension OrderFlowEngine {
                 await wakeSignal.signal()
                 return result
             case .replay(let seq):
-                return try await replay(orderID, seq: seq)
+                return try await replay(orderID, seq: seq, target: target)
             case .replayKey(let key):
-                return try await replayByKey(orderID, key: key)
+                return try await replayByKey(orderID, key: key, target: target)
             case .changedMeanwhile(let assumedState):
                 // Someone moved the order first; if it was a retry of this very request, that
                 // is our answer.
-                if let idempotencyKey, let replayed = try? await replayByKey(orderID, key: idempotencyKey) {
+                if let idempotencyKey, let replayed = try? await replayByKey(orderID, key: idempotencyKey, target: target) {
                     return replayed
                 }
                 throw try await concurrentChange(orderID, assumedState: assumedState, target: target)
@@ -171,6 +194,12 @@ extension OrderFlowEngine {
         let state = known.state
         let workflow = try workflows.workflow(named: known.workflowName, version: known.workflowVersion, on: connection)
         if let expectedState, expectedState.lowercased() != state.lowercased() {
+            guard workflow.states.contains(where: { $0.name.lowercased() == expectedState.lowercased() }) else {
+                throw OrderFlowError(
+                    .invalidInput,
+                    "the expected state \"\(Self.shown(expectedState))\" is not a state of workflow \(workflow.name); states: \(workflow.states.map(\.name).joined(separator: ", "))",
+                    currentState: state, candidates: workflow.states.map(\.name))
+            }
             throw OrderFlowError(.conflict, "order \(orderID) is in \(state), not in \(expectedState) as expected", currentState: state)
         }
         let transition: TransitionSpec
@@ -179,10 +208,13 @@ extension OrderFlowEngine {
         } catch {
             throw Self.translate(error, orderID: orderID, workflow: workflow)
         }
-        let validInput = try workflow.validateInput(input, for: transition)
         let now = Date()
+        let validInput = try workflow.validateInput(input, for: transition, at: now)
         let rendering = StoredRendering(try workflow.render(
             transition: transition, attributes: known.attributes, input: validInput, previous: known.content, at: now))
+        let content = PostgresJSONText(rendering.content)
+        var known = known
+        try checkPushToStartFits(orderID: orderID, workflow: workflow, state: transition.to, known: &known, content: content, at: now)
         let written: PostgresRows
         do throws(PostgresError) {
             written = try connection.query(PostgresQuery("""
@@ -199,7 +231,7 @@ extension OrderFlowEngine {
                     SELECT merchant_id, order_id, seq, $13 FROM moved
                 )
                 SELECT seq FROM moved
-                """, merchantID, orderID, transition.to, rendering.content.postgresJSON, now, known.seq, state,
+                """, merchantID, orderID, transition.to, PostgresJSON(content.text), now, known.seq, state,
                 transition.event, validInput.postgresJSON, rendering.json.postgresJSON, actor,
                 idempotencyKey, rendering.isEnd ? "end" : "update"))
         } catch {
@@ -285,19 +317,35 @@ extension OrderFlowEngine {
         return try OrderSnapshot(row: row, finalStates: resolved.finalStates)
     }
 
-    private func replay(_ orderID: String, seq: Int) async throws -> AdvanceResult {
+    /// The first result of a request retried with its idempotency key. A key is the caller's
+    /// name for one change: used again for another (another target, or the order's creation),
+    /// it is refused rather than answered with a result that is not what was asked.
+    private func replay(_ orderID: String, seq: Int, target: String) async throws -> AdvanceResult {
         let row = try await pool.query(PostgresQuery("""
             SELECT seq, from_state, to_state, event, input, rendered, actor, idempotency_key, occurred_at
             FROM order_transitions WHERE merchant_id = $1 AND order_id = $2 AND seq = $3
             """, merchantID, orderID, seq)).single()
-        return AdvanceResult(order: try await orderSnapshot(orderID), transition: try TransitionRecord(row: row), replayed: true)
+        let record = try TransitionRecord(row: row)
+        let order = try await orderSnapshot(orderID)
+        let workflow = try await workflows.workflow(named: order.workflow, version: order.workflowVersion)
+        let sameRequest = record.from.flatMap { from in
+            (try? workflow.resolveTransition(from: from, target: target)).map { $0.to == record.to && $0.event == record.event }
+        } ?? false
+        guard sameRequest else {
+            let change = record.from.map { "its transition \($0) -> \(record.to)" } ?? "its creation"
+            throw OrderFlowError(
+                .conflict,
+                "the idempotency key \"\(Self.shown(record.idempotencyKey ?? ""))\" was already used for order \(Self.shown(orderID))'s \(change) (step \(record.seq)), not for a move to \(Self.shown(target)); use a new key for a different change",
+                currentState: order.state)
+        }
+        return AdvanceResult(order: order, transition: record, replayed: true)
     }
 
-    private func replayByKey(_ orderID: String, key: String) async throws -> AdvanceResult {
+    private func replayByKey(_ orderID: String, key: String, target: String) async throws -> AdvanceResult {
         let seq = try await pool.query(PostgresQuery(
             "SELECT seq FROM order_transitions WHERE merchant_id = $1 AND order_id = $2 AND idempotency_key = $3",
             merchantID, orderID, key)).single().decode("seq", as: Int.self)
-        return try await replay(orderID, seq: seq)
+        return try await replay(orderID, seq: seq, target: target)
     }
 
     /// The order moved between reading it and writing: say where it is now.
@@ -310,7 +358,7 @@ extension OrderFlowEngine {
     }
 
     static func orderNotFound(_ orderID: String) -> OrderFlowError {
-        OrderFlowError(.notFound, "order \(orderID) does not exist; create it first, or check the id with `orderflow list`")
+        OrderFlowError(.notFound, "order \(shown(orderID)) does not exist; create it first, or check the id with `orderflow list`")
     }
 
     static func translate(_ error: TransitionResolutionError, orderID: String, workflow: Workflow) -> OrderFlowError {
@@ -326,7 +374,7 @@ extension OrderFlowEngine {
             let names = workflow.states.map(\.name) + Set(workflow.transitions.compactMap(\.event)).sorted()
             return OrderFlowError(
                 .notFound,
-                "workflow \(workflow.name) has no state or event \"\(error.target)\"; states and events: \(names.joined(separator: ", "))",
+                "workflow \(workflow.name) has no state or event \"\(shown(error.target))\"; states and events: \(names.joined(separator: ", "))",
                 currentState: error.currentState, candidates: error.candidates)
         case .notAllowed:
             return OrderFlowError(.invalidTransition, "order \(orderID): \(error.message)", currentState: error.currentState,
@@ -335,22 +383,17 @@ extension OrderFlowEngine {
             return OrderFlowError(.notFound, error.message, currentState: error.currentState, candidates: error.candidates)
         }
     }
-
-    static func validateIdentifier(_ value: String, what: String) throws {
-        guard !value.isEmpty, value.count <= 200 else {
-            throw OrderFlowError(.invalidInput, "the \(what) must be 1 to 200 characters long")
-        }
-        guard !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw OrderFlowError(.invalidInput, "the \(what) must not contain control characters")
-        }
-    }
 }
 
 extension Workflow {
     /// Whether `name` is, or is a prefix of, some state or event (case-insensitive).
     func knows(_ name: String) -> Bool {
-        let wanted = name.lowercased()
+        // As the resolver reads names: case-insensitive, `-` and spaces as `_`, trimmed.
+        func normalized(_ text: String) -> String {
+            String(text.trimmingCharacters(in: .whitespaces).lowercased().map { $0 == "-" || $0 == " " ? "_" : $0 })
+        }
+        let wanted = normalized(name)
         let names = states.map(\.name) + transitions.compactMap(\.event)
-        return names.contains { $0.lowercased().hasPrefix(wanted) }
+        return names.contains { normalized($0).hasPrefix(wanted) }
     }
 }

@@ -6,6 +6,7 @@ extension OrderFlowEngine {
     /// An order with each device's activity.
     public func order(_ orderID: String) async throws -> OrderDetails {
         try await translatingErrors {
+            try Self.validateIdentifier(orderID, what: "order id")
             let snapshot = try await orderSnapshot(orderID)
             let activities = try await pool.query(PostgresQuery("""
                 SELECT device_id, status, right(update_token, 8) AS suffix, last_seq, last_pushed_at
@@ -25,6 +26,7 @@ extension OrderFlowEngine {
     /// Every transition of an order, and every push attempt made for it.
     public func history(_ orderID: String) async throws -> OrderHistory {
         try await translatingErrors {
+            try Self.validateIdentifier(orderID, what: "order id")
             let snapshot = try await orderSnapshot(orderID)
             let transitions = try await pool.query(PostgresQuery("""
                 SELECT seq, from_state, to_state, event, input, rendered, actor, idempotency_key, occurred_at
@@ -42,6 +44,9 @@ extension OrderFlowEngine {
     /// Orders filtered by workflow and state, in order-id order, a page at a time.
     public func orders(_ query: OrderQuery = OrderQuery()) async throws -> OrderPage {
         try await translatingErrors {
+            try Self.validateIdentifier(query.workflow, what: "workflow name")
+            try Self.validateIdentifier(query.state, what: "state name")
+            try Self.validateIdentifier(query.after, what: "page cursor")
             let rows = try await pool.query(PostgresQuery("""
                 SELECT o.order_id, o.workflow_name, o.workflow_version, o.state, o.seq, o.attributes, o.content,
                        o.created_at, o.updated_at, o.state_entered_at,

@@ -16,6 +16,9 @@ final class OrderCache: Sendable {
         var attributes: JSONValue
         var content: JSONValue
         var createdAt: Date
+        /// Bytes a push-to-start adds to the content for this order (attributes, start alert),
+        /// once measured; see `checkPushToStartFits`.
+        var startOverhead: Int? = nil
     }
 
     private let entries = Mutex<[String: Entry]>([:])

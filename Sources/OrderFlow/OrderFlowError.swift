@@ -41,6 +41,15 @@ public struct OrderFlowError: Error, Sendable, CustomStringConvertible {
             return error
         case let error as PostgresError where error.isConnectionProblem || error.kind == .poolTimeout:
             return OrderFlowError(.databaseUnavailable, "the database is unavailable (\(error.message)); retry when it is back")
+        // The engine checks what callers give before writing; these are the database's own
+        // refusals of a value, should one slip past: still the caller's input, not a crash.
+        case let error as PostgresError where error.kind == .invalidParameter:
+            let reason = error.message.range(of: ": ").map { String(error.message[$0.upperBound...]) } ?? error.message
+            return OrderFlowError(.invalidInput, "a value given cannot be stored: \(reason); correct it and try again")
+        case let error as PostgresError where error.sqlState?.hasPrefix("22") == true:
+            return OrderFlowError(.invalidInput, "a value given cannot be stored: \(error.message); correct it and try again")
+        case let error as PostgresError where error.sqlState == "54000":
+            return OrderFlowError(.invalidInput, "a value given is too large to store; shorten it and try again")
         case let error as DataValidationError:
             return OrderFlowError(.invalidInput, error.description)
         case let error as RenderError:

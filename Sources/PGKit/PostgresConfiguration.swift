@@ -60,6 +60,14 @@ public struct PostgresConfiguration: Sendable {
         }
         let host = nonEmpty(values["host"]) ?? nonEmpty(values["hostaddr"]) ?? env("PGHOST") ?? "/var/run/postgresql"
         let port = nonEmpty(values["port"]) ?? env("PGPORT") ?? "5432"
+        // libpq would only say so when connecting, as if the server were down.
+        for part in port.split(separator: ",", omittingEmptySubsequences: false) {
+            guard let number = Int(part.trimmingCharacters(in: .whitespaces)), (1...65535).contains(number) else {
+                throw PostgresError(
+                    .invalidConfiguration,
+                    "invalid database URL: the port \"\(part.prefix(20))\" is not a number from 1 to 65535")
+            }
+        }
         let user = nonEmpty(values["user"]) ?? env("PGUSER")
         let database = nonEmpty(values["dbname"]) ?? env("PGDATABASE") ?? user ?? "postgres"
         return Target(host: host, port: port, database: database, user: user)

@@ -115,3 +115,36 @@ enum SwiftNames {
         return nil
     }
 }
+
+/// Text callers gave, quoted in messages for people.
+public enum MessageText {
+    /// A caller's value as shown in a message: at most `limit` characters (and a few hundred
+    /// code points), with control and bidirectional-override characters, which could garble a
+    /// terminal, written as `\u{…}`.
+    public static func excerpt(_ text: String, limit: Int = 60) -> String {
+        var result = ""
+        var characters = 0
+        var scalars = 0
+        for character in text {
+            if characters == limit || scalars > limit * 4 {
+                result += "…"
+                break
+            }
+            characters += 1
+            for scalar in character.unicodeScalars {
+                scalars += 1
+                let category = scalar.properties.generalCategory
+                if category == .control || category == .lineSeparator || category == .paragraphSeparator
+                    || scalar.properties.isBidiControl
+                {
+                    result += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+                } else {
+                    result.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return result
+    }
+}
+
+func excerpt(_ text: String, limit: Int = 60) -> String { MessageText.excerpt(text, limit: limit) }

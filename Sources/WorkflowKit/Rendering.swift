@@ -172,9 +172,27 @@ public struct DataValidationError: Error, Sendable, Hashable, CustomStringConver
     public var subject: String
     public var problems: [Problem]
 
+    /// The first few problems; a value with hundreds of wrong keys does not make a page of text.
     public var description: String {
-        "invalid \(subject): " + problems.map(\.description).joined(separator: "; ")
+        let shown = problems.prefix(Self.problemsShown).map(\.description)
+        let more = problems.count > Self.problemsShown ? "; and \(problems.count - Self.problemsShown) more" : ""
+        return "invalid \(subject): " + shown.joined(separator: "; ") + more
     }
+
+    static let problemsShown = 5
+}
+
+/// Limits on the data callers give, beyond the declared types.
+public enum DataLimits {
+    /// No text value may be longer than this in UTF-8: it could never fit in an APNs payload.
+    /// (`string(N)` counts characters; a "character" with many combining marks is many bytes.)
+    public static let maximumTextBytes = 4096
+    /// An input date (an ETA) may lie at most this far ahead of the transition time…
+    public static let maximumInputDateAhead: TimeInterval = 366 * 86_400
+    /// …and at most this far behind it (clocks differ; an ETA hours old is a mistake).
+    public static let maximumInputDateBehind: TimeInterval = 86_400
+    /// An attribute date may lie at most this far ahead of the creation time, and not before 1970.
+    public static let maximumAttributeDateAhead: TimeInterval = 10 * 366 * 86_400
 }
 
 // MARK: - Validating data
@@ -182,28 +200,29 @@ public struct DataValidationError: Error, Sendable, Hashable, CustomStringConver
 extension Workflow {
     /// Checks static attributes given at order creation against `activity.attributes` and returns
     /// them normalized (dates as ISO-8601 UTC text, integral doubles as ints).
-    public func validateAttributes(_ attributes: JSONValue) throws -> JSONValue {
+    public func validateAttributes(_ attributes: JSONValue, at time: Date = Date()) throws -> JSONValue {
         try DataNormalizer.normalize(attributes, schema: attributesSchema, subject: "attributes of workflow `\(name)`",
-                                     allowRelativeDates: false)
+                                     allowRelativeDates: false, reference: time)
     }
 
     /// Checks a transition's input against its declared `input` and returns it normalized. A date
-    /// may be ISO-8601 text or an offset from the transition time like `+15m` (kept as written).
-    public func validateInput(_ input: JSONValue, for transition: TransitionSpec) throws -> JSONValue {
+    /// may be ISO-8601 text or an offset from the transition time like `+15m` (kept as written),
+    /// not in the past (a day of clock difference aside) and at most a year ahead of `time`.
+    public func validateInput(_ input: JSONValue, for transition: TransitionSpec, at time: Date = Date()) throws -> JSONValue {
         try DataNormalizer.normalize(input, schema: transition.inputs, subject: "input of transition `\(transition.from) -> \(transition.to)`",
-                                     allowRelativeDates: true)
+                                     allowRelativeDates: true, reference: time)
     }
 
     /// Checks the data given with order creation against `lifecycle.start-input`.
-    public func validateStartInput(_ input: JSONValue) throws -> JSONValue {
+    public func validateStartInput(_ input: JSONValue, at time: Date = Date()) throws -> JSONValue {
         try DataNormalizer.normalize(input, schema: lifecycle.startInputs, subject: "start input of workflow `\(name)`",
-                                     allowRelativeDates: true)
+                                     allowRelativeDates: true, reference: time)
     }
 }
 
 enum DataNormalizer {
-    static func normalize(_ value: JSONValue, schema: [FieldSpec], subject: String, allowRelativeDates: Bool) throws(DataValidationError)
-        -> JSONValue
+    static func normalize(_ value: JSONValue, schema: [FieldSpec], subject: String, allowRelativeDates: Bool,
+                          reference: Date) throws(DataValidationError) -> JSONValue
     {
         var problems: [DataValidationError.Problem] = []
         let object: [String: JSONValue]
@@ -216,12 +235,13 @@ enum DataNormalizer {
         var result: [String: JSONValue] = [:]
         let names = schema.map(\.name)
         for key in object.keys.sorted() where !names.contains(key) {
-            problems.append(.init(path: key, message: "unknown field\(didYouMean(key, in: names)); expected fields: \(codeList(names))"))
+            let hint = key.unicodeScalars.count <= 100 ? didYouMean(key, in: names) : ""
+            problems.append(.init(path: excerpt(key), message: "unknown field\(hint); expected fields: \(codeList(names))"))
         }
         for field in schema {
             let fieldValue = object[field.name] ?? .null
             if let normalized = normalizeValue(fieldValue, type: field.type, path: field.name, allowRelativeDates: allowRelativeDates,
-                                               problems: &problems)
+                                               reference: reference, problems: &problems)
             {
                 result[field.name] = normalized
             }
@@ -230,7 +250,7 @@ enum DataNormalizer {
         return .object(result)
     }
 
-    static func normalizeValue(_ value: JSONValue, type: FieldType, path: String, allowRelativeDates: Bool,
+    static func normalizeValue(_ value: JSONValue, type: FieldType, path: String, allowRelativeDates: Bool, reference: Date,
                                problems: inout [DataValidationError.Problem]) -> JSONValue?
     {
         func problem(_ message: String) -> JSONValue? {
@@ -241,34 +261,54 @@ enum DataNormalizer {
             if type.isOptional { return .null }
             return problem("required \(type.spelling) is missing")
         }
+        if let text = value.stringValue, let message = textProblem(text) { return problem(message) }
+        // The value as quoted in a message (computed only for one).
+        func shown() -> String { excerpt(value.jsonString) }
         switch type {
         case .optional(let wrapped):
-            return normalizeValue(value, type: wrapped, path: path, allowRelativeDates: allowRelativeDates, problems: &problems)
+            return normalizeValue(value, type: wrapped, path: path, allowRelativeDates: allowRelativeDates, reference: reference,
+                                  problems: &problems)
         case .string(let maxLength):
-            guard let text = value.stringValue else { return problem("expected a string, got \(value.typeName) \(value.jsonString)") }
+            guard let text = value.stringValue else { return problem("expected a string, got \(value.typeName) \(shown())") }
             if let maxLength, text.count > maxLength {
-                return problem("at most \(maxLength) characters allowed, got \(text.count)")
+                return problem("at most \(maxLength) characters allowed, got \(text.count); shorten it")
             }
             return value
         case .int:
-            guard let int = value.intValue else { return problem("expected a whole number, got \(value.typeName) \(value.jsonString)") }
+            guard let int = value.intValue else { return problem("expected a whole number, got \(value.typeName) \(shown())") }
             return .int(int)
         case .double:
-            guard let double = value.doubleValue else { return problem("expected a number, got \(value.typeName) \(value.jsonString)") }
+            guard let double = value.doubleValue else { return problem("expected a number, got \(value.typeName) \(shown())") }
+            // JSON has no NaN or infinity: such a value would be stored as null.
+            guard double.isFinite else { return problem("expected a finite number, got \(double)") }
             return .double(double)
         case .bool:
-            guard let bool = value.boolValue else { return problem("expected true or false, got \(value.typeName) \(value.jsonString)") }
+            guard let bool = value.boolValue else { return problem("expected true or false, got \(value.typeName) \(shown())") }
             return .bool(bool)
         case .date:
             guard let text = value.stringValue else {
-                return problem("expected a date as ISO-8601 text like \"2025-05-01T12:00:00Z\", got \(value.typeName) \(value.jsonString)")
+                return problem("expected a date as ISO-8601 text like \"2025-05-01T12:00:00Z\", got \(value.typeName) \(shown())")
             }
-            if let date = DateValues.parseISO8601(text) { return .string(DateValues.formatISO8601(date)) }
-            if allowRelativeDates, DateValues.parseOffset(text) != nil { return .string(text) }
-            return problem("`\(text)` is not a date; use ISO-8601 like \"2025-05-01T12:00:00Z\"\(allowRelativeDates ? " or an offset like \"+15m\"" : "")")
+            let date: Date
+            let normalized: JSONValue
+            if let absolute = DateValues.parseISO8601(text) {
+                date = absolute
+                normalized = .string(DateValues.formatISO8601(absolute))
+            } else if allowRelativeDates, let offset = DateValues.parseOffset(text) {
+                guard offset >= 0 else {
+                    return problem("`\(excerpt(text))` lies in the past; give a time from now like \"+15m\", or ISO-8601 like \"2025-05-01T12:00:00Z\"")
+                }
+                date = reference.addingTimeInterval(offset)
+                normalized = .string(text)
+            } else {
+                return problem("`\(excerpt(text))` is not a date; use ISO-8601 like \"2025-05-01T12:00:00Z\"\(allowRelativeDates ? " or an offset like \"+15m\"" : "")")
+            }
+            if let message = dateRangeProblem(text, date, reference: reference, isInput: allowRelativeDates) { return problem(message) }
+            return normalized
         case .enumeration(let values):
             guard let text = value.stringValue, values.contains(text) else {
-                return problem("expected one of \(codeList(values)), got \(value.jsonString)\(value.stringValue.map { didYouMean($0, in: values) } ?? "")")
+                let hint = value.stringValue.map { $0.unicodeScalars.count <= 100 ? didYouMean($0, in: values) : "" } ?? ""
+                return problem("expected one of \(codeList(values)), got \(shown())\(hint)")
             }
             return value
         case .array(let element, let maxCount):
@@ -277,14 +317,54 @@ enum DataNormalizer {
             var result: [JSONValue] = []
             for (index, item) in items.enumerated() {
                 guard let normalized = normalizeValue(item, type: element, path: "\(path)[\(index)]",
-                                                      allowRelativeDates: allowRelativeDates, problems: &problems)
+                                                      allowRelativeDates: allowRelativeDates, reference: reference,
+                                                      problems: &problems)
                 else { continue }
                 result.append(normalized)
             }
             return .array(result)
         }
     }
+
+    /// What is wrong with a text value whatever its type: a NUL, which PostgreSQL text and jsonb
+    /// cannot hold, or more bytes than any APNs payload can carry.
+    static func textProblem(_ text: String) -> String? {
+        if text.utf8.contains(0) {
+            return "contains a NUL character (U+0000), which cannot be stored; remove it"
+        }
+        let bytes = text.utf8.count
+        if bytes > DataLimits.maximumTextBytes {
+            return "the text is \(bytes) bytes in UTF-8, more than a whole APNs payload (\(DataLimits.maximumTextBytes) bytes) can carry; shorten it"
+        }
+        return nil
+    }
+
+    /// Dates far from the transition (input) or creation (attributes) time are mistakes: a year-9999
+    /// ETA, `+99999d`, an ETA from last week.
+    static func dateRangeProblem(_ text: String, _ date: Date, reference: Date, isInput: Bool) -> String? {
+        let distance = date.timeIntervalSince(reference)
+        guard distance > DataLimits.maximumInputDateAhead || distance < -DataLimits.maximumInputDateBehind
+            || date.timeIntervalSince1970 < 0
+        else { return nil }
+        let shown = "`\(excerpt(text))`"
+        func days(_ seconds: TimeInterval) -> String {
+            let count = abs(seconds) / 86_400
+            return count >= 1e7 ? "millions of days" : "\(Int(count.rounded(.down))) days"
+        }
+        if isInput {
+            if distance > DataLimits.maximumInputDateAhead {
+                return "\(shown) is \(days(distance)) ahead; an input time may be at most a year ahead, check the value"
+            }
+            if distance < -DataLimits.maximumInputDateBehind {
+                return "\(shown) lies \(days(distance)) in the past; an input time (an ETA) should be now or later"
+            }
+        } else if distance > DataLimits.maximumAttributeDateAhead || date.timeIntervalSince1970 < 0 {
+            return "\(shown) is out of range; a date may lie between 1970 and 10 years from now, check the value"
+        }
+        return nil
+    }
 }
+
 
 // MARK: - Rendering
 
@@ -299,7 +379,7 @@ extension Workflow {
         guard let target = state(named: transition.to) else {
             throw RenderError(code: .unknownState, context: context, field: nil, message: "state `\(transition.to)` is not in this workflow")
         }
-        let input = try validateInput(input, for: transition)
+        let input = try validateInput(input, for: transition, at: time)
         let renderer = Renderer(workflow: self, attributes: attributes, input: input, inputSchema: transition.inputs,
                                 previous: previous, time: time, context: context)
         let update = RenderedActivityUpdate(
@@ -362,8 +442,8 @@ extension Workflow {
             throw RenderError(code: .unknownState, context: context, field: nil,
                               message: "unknown state; states: \(codeList(states.map(\.name)))")
         }
-        let normalizedAttributes = try validateAttributes(attributes)
-        let normalizedInput = stateName == initialState ? try validateStartInput(input) : input
+        let normalizedAttributes = try validateAttributes(attributes, at: time)
+        let normalizedInput = stateName == initialState ? try validateStartInput(input, at: time) : input
         let renderer = Renderer(workflow: self, attributes: normalizedAttributes, input: normalizedInput,
                                 inputSchema: stateName == initialState ? lifecycle.startInputs : inputs(into: stateName),
                                 previous: nil, time: time, context: context)
@@ -390,7 +470,7 @@ extension Workflow {
     /// The alert of the push-to-start (nil when the workflow declares none).
     public func renderStartAlert(attributes: JSONValue, input: JSONValue = [:], at time: Date) throws -> ActivityAlert? {
         guard let alert = lifecycle.startAlert else { return nil }
-        let renderer = Renderer(workflow: self, attributes: try validateAttributes(attributes), input: try validateStartInput(input),
+        let renderer = Renderer(workflow: self, attributes: try validateAttributes(attributes, at: time), input: try validateStartInput(input, at: time),
                                 inputSchema: lifecycle.startInputs, previous: nil, time: time,
                                 context: "workflow `\(name)`, start alert")
         return try renderer.alert(alert)
@@ -592,7 +672,7 @@ struct Renderer {
         let size = payload.jsonByteCount
         if size > PayloadBounds.limit {
             throw RenderError(code: .payloadTooLarge, context: context, field: nil,
-                              message: "the APNs payload is \(size) bytes, over the \(PayloadBounds.limit)-byte limit; shorten the texts sent")
+                              message: "the APNs payload would be \(size) bytes, over the \(PayloadBounds.limit)-byte limit APNs accepts; shorten the text values given (attributes or input)")
         }
     }
 }

@@ -7,6 +7,7 @@ import OrderFlow
 import PGKit
 import Prometheus
 import ServiceLifecycle
+import WorkflowKit
 
 /// `orderflow worker …`
 struct WorkerCommand: AsyncParsableCommand {
@@ -99,28 +100,39 @@ struct WorkerCommand: AsyncParsableCommand {
             let context = CommandContext.current()
             let logger = context.logger("orderflow.worker", defaultLevel: .info)
             let apns = try APNSSettings(flags: self, environment: context.environment)
-            // Once, at start, on stderr whatever the log level: the worker runs on regardless.
+            // The client loads the key and checks the endpoint: an unusable setting fails here,
+            // before any connection to the database, and names the setting.
+            let client: APNSClient
+            do {
+                client = try APNSClient(configuration: apns.client, logger: context.logger("orderflow.apns", defaultLevel: .info))
+            } catch let error as APNSCredentialsError {
+                throw CLIError(.usage, "\(apns.keySource): \(error.message)")
+            } catch {
+                throw CLIError(.usage, "cannot use the APNs settings: \(error)")
+            }
+            // Once, at start, on stderr whatever the log level, and only about a key that works (an
+            // unusable one gets one error line, not two): the worker runs on regardless.
             if let warning = apns.keyPermissionWarning { Terminal.writeError("orderflow: warning: \(warning)") }
 
-            let (database, source) = try await context.databaseConfiguration()
+            let (database, source): (PostgresConfiguration, CommandContext.DatabaseSource)
+            do {
+                (database, source) = try await context.databaseConfiguration()
+            } catch {
+                try? await client.shutdown()
+                throw error
+            }
             // The engine fires the workflows' durable timers beside the worker; its commits wake
             // the worker in-process, other processes' commits arrive by LISTEN.
             var engineConfiguration = OrderFlowConfiguration(
                 database: database, merchantID: context.merchantID, maximumConnections: connections)
             engineConfiguration.acquireTimeout = .seconds(30)
             let engine = OrderFlowEngine(configuration: engineConfiguration, logger: logger)
-            let client: APNSClient
             do {
                 try await context.ensureSchema(on: engine.pool, configuration: database, source: source)
             } catch {
+                try? await client.shutdown()
                 await engine.shutdown()
                 throw error
-            }
-            do {
-                client = try APNSClient(configuration: apns.client, logger: context.logger("orderflow.apns", defaultLevel: .info))
-            } catch {
-                await engine.shutdown()
-                throw CLIError(.usage, "cannot use the APNs settings: \(error)")
             }
 
             var services: [any Service] = [engine.pool]
@@ -168,6 +180,8 @@ struct WorkerCommand: AsyncParsableCommand {
 struct APNSSettings {
     var client: APNSClientConfiguration
     var bundleID: String
+    /// Where the key path came from, for messages: `--apns-key` or `ORDERFLOW_APNS_KEY`.
+    var keySource: String
     /// Set when the key file is readable by group or others.
     var keyPermissionWarning: String?
 
@@ -188,10 +202,47 @@ struct APNSSettings {
         let teamID = try required(flags.apnsTeamID, "--apns-team-id ID", "ORDERFLOW_APNS_TEAM_ID", "team id")
         bundleID = try required(flags.apnsTopic, "--apns-topic BUNDLE_ID", "ORDERFLOW_APNS_TOPIC", "topic (the app's bundle id)")
 
-        let keySource = flags.apnsKey != nil ? "--apns-key" : "ORDERFLOW_APNS_KEY"
+        func source(_ flag: String?, _ option: String, _ variable: String) -> String {
+            flag != nil ? option : variable
+        }
+        // Apple shows both ids as 10 capital letters and digits; anything else is a copying
+        // mistake that APNs would only answer with InvalidProviderToken on the first push.
+        for (id, option, variable, what) in [
+            (keyID, "--apns-key-id", "ORDERFLOW_APNS_KEY_ID", "key id, shown next to the key in the Apple Developer account"),
+            (teamID, "--apns-team-id", "ORDERFLOW_APNS_TEAM_ID", "team id, shown in the Apple Developer account's membership details"),
+        ] {
+            let flag = option == "--apns-key-id" ? flags.apnsKeyID : flags.apnsTeamID
+            guard id.unicodeScalars.count == 10, id.unicodeScalars.allSatisfy({ ("A"..."Z").contains($0) || ("0"..."9").contains($0) })
+            else {
+                throw CLIError(.usage, "\(source(flag, option, variable)) is \"\(MessageText.excerpt(id, limit: 20))\", not an APNs \(what.prefix { $0 != "," })",
+                               remedy: "give the 10-character \(what) (capital letters and digits)")
+            }
+        }
+        // A bundle id: letters, digits, hyphens and periods (the worker adds the Live Activity
+        // suffix itself).
+        let topicSource = source(flags.apnsTopic, "--apns-topic", "ORDERFLOW_APNS_TOPIC")
+        guard bundleID.unicodeScalars.count <= 155,
+              bundleID.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == ".") }),
+              !bundleID.hasPrefix("."), !bundleID.hasSuffix(".")
+        else {
+            throw CLIError(.usage, "\(topicSource) is \"\(MessageText.excerpt(bundleID, limit: 40))\", not an app bundle id",
+                           remedy: "give the app's bundle id, like com.example.orders (letters, digits, hyphens and periods)")
+        }
+        if bundleID.hasSuffix(".push-type.liveactivity") {
+            throw CLIError(.usage, "\(topicSource) ends in .push-type.liveactivity",
+                           remedy: "give the app's bundle id alone, like com.example.orders; the worker adds the Live Activity suffix")
+        }
+
+        let keySource = source(flags.apnsKey, "--apns-key", "ORDERFLOW_APNS_KEY")
+        self.keySource = keySource
         guard FileManager.default.fileExists(atPath: keyPath) else {
             throw CLIError(.usage, "\(keySource) names \(keyPath), which does not exist",
                            remedy: "download the key (.p8) from the Apple Developer account and give its path")
+        }
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: keyPath, isDirectory: &isDirectory), isDirectory.boolValue {
+            throw CLIError(.usage, "\(keySource) names \(keyPath), which is a directory",
+                           remedy: "give the path of the .p8 key file itself")
         }
         guard FileManager.default.isReadableFile(atPath: keyPath) else {
             throw CLIError(.usage, "\(keySource) names \(keyPath), which this user cannot read",
@@ -205,7 +256,13 @@ struct APNSSettings {
             var trustRoots: String?
             if let caPath = value(flags.apnsCA, "ORDERFLOW_APNS_CA") {
                 let caSource = flags.apnsCA != nil ? "--apns-ca" : "ORDERFLOW_APNS_CA"
-                guard let pem = try? String(contentsOfFile: caPath, encoding: .utf8) else {
+                // Only a regular file of reasonable size: a FIFO or a device would never end.
+                let attributes = try? FileManager.default.attributesOfItem(
+                    atPath: URL(fileURLWithPath: caPath).resolvingSymlinksInPath().path)
+                guard attributes?[.type] as? FileAttributeType == .typeRegular,
+                      ((attributes?[.size] as? NSNumber)?.intValue ?? 0) <= 1_048_576,
+                      let pem = try? String(contentsOfFile: caPath, encoding: .utf8)
+                else {
                     throw CLIError(.usage, "\(caSource) names \(caPath), which cannot be read",
                                    remedy: "give the path of the endpoint's CA certificate in PEM form")
                 }

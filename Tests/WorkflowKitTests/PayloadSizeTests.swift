@@ -48,10 +48,11 @@ struct PayloadSizeTests {
         let update = try fitting.render(transition: transition, attributes: [:],
                                         input: ["note": .string(String(repeating: "n", count: 3963))], at: transitionTime)
         #expect(update.apnsPayload().jsonByteCount == 4096)
-        // Non-ASCII text counts more bytes than characters: the render-time check stops it.
+        // Non-ASCII text counts more bytes than characters: the render-time check stops it
+        // (2000 "é" are 4000 bytes, under the limit for one text, but the payload is 4133).
         #expect {
             try fitting.render(transition: transition, attributes: [:],
-                               input: ["note": .string(String(repeating: "é", count: 3963))], at: transitionTime)
+                               input: ["note": .string(String(repeating: "é", count: 2000))], at: transitionTime)
         } throws: { error in
             guard let error = error as? RenderError else { return false }
             return error.code == .payloadTooLarge && error.message.contains("over the 4096-byte limit")

@@ -114,6 +114,12 @@ public struct CommandContext: Sendable {
                 throw CLIError(.usage, "\(variable) is not a usable database URL: \(error.message)")
             }
         case .embedded(let local):
+            // A variable that is set but blank (`ORDERFLOW_DATABASE_URL=$UNSET_VAR`) is a mistake,
+            // not a wish for the embedded database: using it would put the data somewhere else.
+            if let blank = ["ORDERFLOW_DATABASE_URL", "DATABASE_URL"].first(where: { environment[$0] != nil }) {
+                throw CLIError(.usage, "\(blank) is set but empty",
+                               remedy: "give a URL like postgresql://user@host:5432/database, or unset it to use the embedded database")
+            }
             // Reusing a running cluster costs one `pg_ctl status`; starting one also migrates it.
             if let url = try await local.runningConnectionString() {
                 return (try PostgresConfiguration(url), source)
