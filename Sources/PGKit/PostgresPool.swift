@@ -147,14 +147,15 @@ public final class PostgresPool: Service, Sendable {
         }
         let maximum = configuration.maximumConnections
         let timeout = configuration.acquireTimeout
+        let timedOut = PostgresError(
+            .poolTimeout,
+            "no database connection became free within \(timeout) (all \(maximum) in use)",
+            hint: "the database is overloaded or a caller holds connections too long")
         // The timer is a child of this call: it ends when the wait ends.
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { [weak self] in
                 try await Task.sleep(until: deadline)
-                self?.failWaiter(id, PostgresError(
-                    .poolTimeout,
-                    "no database connection became free within \(timeout) (all \(maximum) in use)",
-                    hint: "the database is overloaded or a caller holds connections too long"))
+                self?.failWaiter(id, timedOut)
             }
             defer { group.cancelAll() }
             return try await withTaskCancellationHandler {
@@ -165,6 +166,9 @@ public final class PostgresPool: Service, Sendable {
                         if state.closed { return .failure(PostgresError(.shutdown, "the connection pool is shut down")) }
                         if Task.isCancelled { return .failure(CancellationError()) }
                         if !state.idle.isEmpty || state.openCount < maximum { return .success(nil) }
+                        // On a busy machine the timer may have fired before this waiter was
+                        // registered (it would then find nobody to fail): the clock decides.
+                        if ContinuousClock.now >= deadline { return .failure(timedOut) }
                         state.waiters.append((id, continuation))
                         return nil
                     }

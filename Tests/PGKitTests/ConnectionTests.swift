@@ -115,9 +115,18 @@ struct ConnectionTests {
     @Test func poolAcquireTimesOut() async throws {
         let configuration = try TestDatabase.serverConfiguration()
         let pool = PostgresPool(.init(connection: configuration, maximumConnections: 1, acquireTimeout: .milliseconds(200)))
+        // The first caller holds the only connection (it says so once it has it) while the
+        // second asks: a sleep instead would race on a loaded machine.
+        let (held, holding) = AsyncStream<Void>.makeStream()
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await pool.query(PostgresQuery("SELECT pg_sleep(1)")) }
-            try await Task.sleep(for: .milliseconds(100))
+            group.addTask {
+                try await pool.withConnection { connection in
+                    holding.yield()
+                    try await connection.query(PostgresQuery("SELECT pg_sleep(1)"))
+                }
+            }
+            var iterator = held.makeAsyncIterator()
+            await iterator.next()
             do {
                 try await pool.query(PostgresQuery("SELECT 1 AS one"))
                 Issue.record("acquired a connection that was in use")

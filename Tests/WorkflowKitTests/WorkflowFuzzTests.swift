@@ -37,7 +37,10 @@ struct WorkflowFuzzTests {
 
         let summaries = await withTaskGroup(of: FuzzSummary.self) { group in
             for worker in 0..<workers {
-                group.addTask {
+                // Seconds of CPU-bound work: on threads of their own, so that the two threads of
+                // the concurrency pool stay free for the suites running beside this one (their
+                // timers and timeouts would otherwise wait for the fuzzer).
+                group.addTask { await onOwnThread(name: "fuzz \(worker)") {
                     var summary = FuzzSummary()
                     for index in stride(from: worker, to: total, by: workers) {
                         let document: FuzzDocument
@@ -50,7 +53,7 @@ struct WorkflowFuzzTests {
                         summary.record(FuzzCheck.run(document), for: document)
                     }
                     return summary
-                }
+                } }
             }
             var all: [FuzzSummary] = []
             for await summary in group { all.append(summary) }
@@ -75,6 +78,16 @@ struct WorkflowFuzzTests {
         // The generator must keep producing both kinds, or the fuzzing has gone blind on one side.
         #expect(summary.accepted >= config.count / 10, "too few accepted documents: the generator rarely produces valid workflows")
         #expect(summary.rejected >= config.count / 10)
+    }
+}
+
+/// Runs `work` on a new thread and returns its result.
+func onOwnThread<T: Sendable>(name: String, _ work: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        let thread = Thread { continuation.resume(returning: work()) }
+        thread.name = name
+        thread.stackSize = 8 << 20
+        thread.start()
     }
 }
 
