@@ -3,9 +3,6 @@ import PGKit
 import WorkflowKit
 
 extension OrderFlowEngine {
-    /// The columns `OrderSnapshot(row:)` reads.
-    static let orderColumns = "order_id, workflow_name, workflow_version, state, seq, attributes, content, created_at, updated_at, state_entered_at"
-
     // MARK: Create
 
     /// Creates an order in its workflow's initial state and enqueues the activity's start.

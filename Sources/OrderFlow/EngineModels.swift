@@ -160,7 +160,8 @@ extension JSONValue {
 }
 
 extension OrderSnapshot {
-    /// Reads the columns every order query selects (see `Engine.orderColumns`).
+    /// Reads the columns every order query selects: order_id, workflow_name, workflow_version,
+    /// state, seq, attributes, content, created_at, updated_at, state_entered_at.
     init(row: PostgresRow, finalStates: Set<String>?) throws {
         orderID = try row.decode("order_id")
         workflow = try row.decode("workflow_name")

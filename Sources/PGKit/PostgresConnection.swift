@@ -20,7 +20,6 @@ public actor PostgresConnection {
     private var preparedNames: [String: String] = [:]
     /// Readable without a hop to the connection's thread: set once the connection broke or closed.
     nonisolated let health = ConnectionHealth()
-    private var lastError: PostgresError?
 
     private init(configuration: PostgresConfiguration, logger: Logger) {
         self.configuration = configuration
@@ -65,14 +64,7 @@ public actor PostgresConnection {
     }
 
     private func open() throws(PostgresError) {
-        let keys = ["connect_timeout", "application_name", "dbname"]
-        let values = [String(configuration.connectTimeoutSeconds), configuration.applicationName, configuration.connectionString]
-        // Defaults come first so that the URL's own settings, expanded from `dbname`, win.
-        let connection: OpaquePointer? = withCStringArray(keys) { keyPointers in
-            withCStringArray(values) { valuePointers in
-                PQconnectdbParams(keyPointers, valuePointers, 1)
-            }
-        }
+        let connection = configuration.openNativeConnection(applicationName: configuration.applicationName)
         native.pointer = connection
         guard let connection, PQstatus(connection) == CONNECTION_OK else {
             let reason = handle.map { Self.connectionMessage($0) } ?? "out of memory"
@@ -279,17 +271,6 @@ public actor PostgresConnection {
         let result = PQexec(handle, "ROLLBACK")
         PQclear(result)
     }
-
-    /// Escapes an identifier (a LISTEN channel) the way the server expects, with libpq's own
-    /// function: identifiers cannot be bound as parameters.
-    func escapeIdentifier(_ identifier: String) throws(PostgresError) -> String {
-        guard let handle else { throw PostgresError(.connectionLost, "the connection is closed") }
-        guard let escaped = PQescapeIdentifier(handle, identifier, identifier.utf8.count) else {
-            throw PostgresError(.invalidParameter, "\"\(identifier)\" is not a valid identifier")
-        }
-        defer { PQfreemem(escaped) }
-        return String(cString: escaped)
-    }
 }
 
 /// Whether a connection is known to be broken, readable from any thread.
@@ -309,6 +290,21 @@ final class NativeConnection: @unchecked Sendable {
     }
 
     deinit { finish() }
+}
+
+extension PostgresConfiguration {
+    /// Starts a libpq connection (blocking: call it on a connection's own thread). The caller
+    /// owns the result, also when its status is not `CONNECTION_OK`, and must `PQfinish` it.
+    func openNativeConnection(applicationName: String) -> OpaquePointer? {
+        let keys = ["connect_timeout", "application_name", "dbname"]
+        let values = [String(connectTimeoutSeconds), applicationName, connectionString]
+        // Defaults come first so that the URL's own settings, expanded from `dbname`, win.
+        return withCStringArray(keys) { keyPointers in
+            withCStringArray(values) { valuePointers in
+                PQconnectdbParams(keyPointers, valuePointers, 1)
+            }
+        }
+    }
 }
 
 // MARK: - C string arrays whose buffers outlive the call that reads them

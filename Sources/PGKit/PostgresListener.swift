@@ -105,9 +105,7 @@ public final class PostgresListener: Service, Sendable {
     }
 
     private func connect() -> OpaquePointer? {
-        let keys = ["connect_timeout", "application_name", "dbname"]
-        let values = [String(configuration.connectTimeoutSeconds), configuration.applicationName + " listener", configuration.connectionString]
-        let connection: OpaquePointer? = withCStringArray(keys) { k in withCStringArray(values) { v in PQconnectdbParams(k, v, 1) } }
+        let connection = configuration.openNativeConnection(applicationName: configuration.applicationName + " listener")
         guard let connection, PQstatus(connection) == CONNECTION_OK else {
             let reason = connection.map { PostgresConnection.connectionMessage($0) } ?? "out of memory"
             logger.warning("listener cannot connect; retrying", metadata: [

@@ -176,19 +176,20 @@ struct BadInputCLITests {
         return try await cli.run(arguments, environment: environment.filter { $0.key != "ORDERFLOW_DATABASE_URL" })
     }
 
-    /// An RSA private key from openssl, when it is installed.
+    /// An RSA private key from openssl, when it is installed. (Written to a file, not read
+    /// from a pipe: a pipe read interrupted by another test's SIGCHLD stops Foundation.)
     static func rsaKeyPEM() -> String? {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("orderflow-rsa-\(UUID().uuidString).pem").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024"]
-        let output = Pipe()
-        process.standardOutput = output
+        process.arguments = ["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024", "-out", path]
+        process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         guard (try? process.run()) != nil else { return nil }
-        let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else { return nil }
-        return String(data: data, encoding: .utf8)
+        return try? String(contentsOfFile: path, encoding: .utf8)
     }
 }
 

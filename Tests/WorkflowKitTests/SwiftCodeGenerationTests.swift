@@ -12,17 +12,30 @@ func findSwiftc() -> URL? {
 }
 
 /// Runs a program, returning its exit status and combined output.
+///
+/// The output goes to a file, not a pipe: a blocking read of a pipe can be interrupted by the
+/// SIGCHLD of another test's child process, and Foundation's `readDataToEndOfFile()` then stops
+/// the whole test process (it `try!`s the EINTR).
 func run(_ executable: URL, _ arguments: [String]) throws -> (status: Int32, output: String) {
+    let outputURL = FileManager.default.temporaryDirectory.appendingPathComponent("orderflow-run-\(UUID().uuidString).log")
+    _ = FileManager.default.createFile(atPath: outputURL.path, contents: nil)
+    defer { try? FileManager.default.removeItem(at: outputURL) }
+    let output = try FileHandle(forWritingTo: outputURL)
     let process = Process()
     process.executableURL = executable
     process.arguments = arguments
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    try process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.standardOutput = output
+    process.standardError = output
+    process.standardInput = FileHandle.nullDevice
+    do {
+        try process.run()
+    } catch {
+        try? output.close()
+        throw error
+    }
+    try? output.close()
     process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    return (process.terminationStatus, (try? String(contentsOf: outputURL, encoding: .utf8)) ?? "")
 }
 
 @Suite("Swift ActivityAttributes code generation")
