@@ -7,8 +7,9 @@ extension OrderFlowEngine {
 
     /// Creates an order in its workflow's initial state and enqueues the activity's start.
     ///
-    /// Retrying with the same idempotency key returns the order created the first time; the
-    /// same order id without that key is `alreadyExists`.
+    /// Retrying with the same idempotency key returns the order created the first time (the
+    /// same key with another workflow or other attributes is `conflict`); the same order id
+    /// without that key is `alreadyExists`.
     public func createOrder(_ request: NewOrder) async throws -> OrderSnapshot {
         try await translatingErrors {
             // Everything the caller gave is checked before anything is written.
@@ -69,6 +70,16 @@ extension OrderFlowEngine {
                     throw OrderFlowError(
                         .alreadyExists,
                         "order \(request.orderID) already exists (workflow \(snapshot.workflow), state \(snapshot.state)); use another id, or the same idempotency key to retry a creation",
+                        currentState: snapshot.state)
+                }
+                // The same key for a different creation is a mistake to report, not a retry to
+                // answer with an order that is not the one asked for.
+                let sameWorkflow = snapshot.workflow == request.workflow
+                    && (request.workflowVersion == nil || request.workflowVersion == snapshot.workflowVersion)
+                guard sameWorkflow, snapshot.attributes == attributes else {
+                    throw OrderFlowError(
+                        .conflict,
+                        "idempotency key \(Self.shown(given)) already created order \(Self.shown(request.orderID)) with \(sameWorkflow ? "other attributes" : "workflow \(snapshot.workflow) version \(snapshot.workflowVersion)"); nothing changed. Use a new key for a different order",
                         currentState: snapshot.state)
                 }
                 return snapshot

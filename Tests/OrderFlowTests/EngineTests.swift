@@ -82,6 +82,17 @@ struct EngineTests {
         let first = try await fixture.engine.createOrder(request)
         let again = try await fixture.engine.createOrder(request)
         #expect(first == again)
+        // The same key for a different creation is refused and changes nothing.
+        var other = request
+        other.attributes = ["merchantName": "Mo", "orderNumber": "55", "itemCount": 2]
+        await #expect(throws: OrderFlowError.self) { try await fixture.engine.createOrder(other) }
+        do {
+            _ = try await fixture.engine.createOrder(other)
+        } catch let error as OrderFlowError {
+            #expect(error.code == .conflict)
+            #expect(error.message.contains("other attributes"), "\(error.message)")
+        }
+        #expect(try await fixture.engine.order("55").order == first)
 
         let advanced = try await fixture.engine.advance("55", to: "in_progress", idempotencyKey: "k1")
         let replayed = try await fixture.engine.advance("55", to: "in_progress", idempotencyKey: "k1")
