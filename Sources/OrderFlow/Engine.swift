@@ -7,7 +7,8 @@ import WorkflowKit
 /// (a merchant backend, the CLI) fills this in.
 public struct OrderFlowConfiguration: Sendable {
     public var database: PostgresConfiguration
-    /// Whose orders these are; every table is keyed by it. Default "default".
+    /// Whose orders these are; every table is keyed by it: 1 to 200 characters, no control
+    /// characters (``validate()`` checks). Default "default".
     public var merchantID: String = "default"
     /// Connections the engine may open. Default 8.
     public var maximumConnections: Int = 8
@@ -26,6 +27,18 @@ public struct OrderFlowConfiguration: Sendable {
         self.database = database
         self.merchantID = merchantID
         self.maximumConnections = maximumConnections
+    }
+
+    /// Checks the values the engine cannot work with — a merchant id it could not store — so
+    /// that a caller can refuse them at start rather than on the first order.
+    /// - Throws: `OrderFlowError.invalidInput`, saying what is wrong.
+    public func validate() throws {
+        try Self.validate(merchantID: merchantID)
+    }
+
+    /// Checks a merchant id as ``validate()`` does.
+    public static func validate(merchantID: String) throws {
+        try OrderFlowEngine.validateIdentifier(merchantID, what: "merchant id")
     }
 }
 

@@ -100,6 +100,7 @@ struct WorkerCommand: AsyncParsableCommand {
             let context = CommandContext.current()
             let logger = context.logger("orderflow.worker", defaultLevel: .info)
             let apns = try APNSSettings(flags: self, environment: context.environment)
+            let merchantID = try context.checkedMerchantID()
             // The client loads the key and checks the endpoint: an unusable setting fails here,
             // before any connection to the database, and names the setting.
             let client: APNSClient
@@ -124,7 +125,7 @@ struct WorkerCommand: AsyncParsableCommand {
             // The engine fires the workflows' durable timers beside the worker; its commits wake
             // the worker in-process, other processes' commits arrive by LISTEN.
             var engineConfiguration = OrderFlowConfiguration(
-                database: database, merchantID: context.merchantID, maximumConnections: connections)
+                database: database, merchantID: merchantID, maximumConnections: connections)
             engineConfiguration.acquireTimeout = .seconds(30)
             let engine = OrderFlowEngine(configuration: engineConfiguration, logger: logger)
             do {

@@ -12,6 +12,7 @@ struct BadInputCLITests {
         let check = CLIBadInputChecker()
         try await Self.databaseURLs(check)
         try await Self.apnsSettings(check)
+        try await Self.merchantIDs(check)
         print(check.summary)
         #expect(check.failures == 0, "\(check.failures) cases misbehaved; see the issues above")
     }
@@ -21,6 +22,26 @@ struct BadInputCLITests {
         let url = try #require(ProcessInfo.processInfo.environment["ORDERFLOW_TEST_DATABASE_URL"].flatMap(URLComponents.init(string:)),
                                "ORDERFLOW_TEST_DATABASE_URL is not set: run the tests with scripts/test")
         return (try #require(url.host), url.port ?? 5432)
+    }
+
+    // MARK: Merchant
+
+    /// A merchant id the engine cannot store is refused before the database is touched.
+    static func merchantIDs(_ check: CLIBadInputChecker) async throws {
+        let cli = try CLI(databaseURL: "postgresql://u@127.0.0.1:1/x")
+        let cases: [(String, String, [String])] = [
+            // (An environment variable cannot carry NUL: the library's own check covers that.)
+            ("a terminal escape", "acme\u{1B}[31m", ["ORDERFLOW_MERCHANT", "U+001B", "unset it"]),
+            ("a line break", "acme\nevil", ["ORDERFLOW_MERCHANT", "U+000A"]),
+            ("201 characters", String(repeating: "m", count: 201), ["ORDERFLOW_MERCHANT", "201 characters"]),
+        ]
+        for (label, value, fragments) in cases {
+            for command in [["list"], ["advance", "1042", "ready"]] {
+                let result = try await cli.run(command, environment: ["ORDERFLOW_MERCHANT": value])
+                check.expect("merchant id with \(label) (\(command[0]))", category: "merchant id", result, status: 64, mentioning: fragments,
+                             notMentioning: ["127.0.0.1:1"])
+            }
+        }
     }
 
     // MARK: Database URL

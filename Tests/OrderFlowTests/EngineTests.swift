@@ -111,6 +111,13 @@ struct EngineTests {
         await fixture.shutdown()
     }
 
+    @Test func merchantIDsTheEngineCannotStoreAreRefused() throws {
+        #expect(throws: Never.self) { try OrderFlowConfiguration.validate(merchantID: "acme-berlin") }
+        for bad in ["", "acme\u{0}", "a\nb", String(repeating: "m", count: 201)] {
+            #expect(throws: OrderFlowError.self, "\(bad.debugDescription)") { try OrderFlowConfiguration.validate(merchantID: bad) }
+        }
+    }
+
     @Test func fiftyConcurrentAdvancesOnOneOrder() async throws {
         let fixture = try await EngineFixture.make(maximumConnections: 16)
         try await fixture.createFoodOrder("race")

@@ -75,6 +75,19 @@ public struct CommandContext: Sendable {
         environment["ORDERFLOW_MERCHANT"].flatMap { $0.isEmpty ? nil : $0 } ?? "default"
     }
 
+    /// ``merchantID``, checked: one the engine cannot store is a usage error naming
+    /// `ORDERFLOW_MERCHANT`. Commands call it before they touch the database.
+    public func checkedMerchantID() throws -> String {
+        let merchantID = self.merchantID
+        do {
+            try OrderFlowConfiguration.validate(merchantID: merchantID)
+        } catch let error as OrderFlowError {
+            throw CLIError(.usage, "ORDERFLOW_MERCHANT is not usable: \(error.message)",
+                           remedy: "set it to your merchant's id, or unset it for \"default\"")
+        }
+        return merchantID
+    }
+
     // MARK: Database selection
 
     /// Where the database comes from.
@@ -141,6 +154,7 @@ public struct CommandContext: Sendable {
         maximumConnections: Int = 1,
         _ body: (OrderFlowEngine) async throws -> T
     ) async throws -> T {
+        let merchantID = try checkedMerchantID()
         let (configuration, source) = try await databaseConfiguration()
         let engineConfiguration = OrderFlowConfiguration(
             database: configuration, merchantID: merchantID, maximumConnections: maximumConnections)
