@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOHPACK
 import NIOHTTP2
 import NIOPosix
 import NIOSSL
@@ -145,10 +146,7 @@ public final class LocalAPNSServer: Sendable {
                         streamConfiguration: streamConfiguration
                     ) { stream in
                         stream.eventLoop.makeCompletedFuture {
-                            try stream.pipeline.syncOperations.addHandlers([
-                                HTTP2FramePayloadToHTTP1ServerCodec(),
-                                LocalAPNSStreamHandler(core: core),
-                            ])
+                            try stream.pipeline.syncOperations.addHandler(LocalAPNSStreamHandler(core: core))
                         }
                     }
                     try channel.pipeline.syncOperations.addHandler(LocalAPNSConnectionErrorHandler())
@@ -272,17 +270,22 @@ public final class LocalAPNSServer: Sendable {
 
 /// Serves one HTTP/2 stream: collects the request, asks the core for the answer, writes it
 /// (after the configured delay).
+///
+/// It speaks HTTP/2 frames directly rather than through NIO's HTTP/1 translation, so that the
+/// answers look like APNs' own: a 200 is one HEADERS frame that ends the stream (no empty DATA
+/// frame after it), and a request may carry a `host` header beside `:authority`.
 final class LocalAPNSStreamHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias OutboundOut = HTTPServerResponsePart
+    typealias InboundIn = HTTP2Frame.FramePayload
+    typealias OutboundOut = HTTP2Frame.FramePayload
 
     /// Larger bodies are only counted: anything over 4096 bytes is refused anyway.
     private static let bodyKeepLimit = 8192
 
     private let core: LocalAPNSCore
-    private var head: HTTPRequestHead?
+    private var requestHeaders: HPACKHeaders?
     private var body: ByteBuffer?
     private var bodySize = 0
+    private var answered = false
 
     init(core: LocalAPNSCore) {
         self.core = core
@@ -290,53 +293,67 @@ final class LocalAPNSStreamHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch self.unwrapInboundIn(data) {
-        case .head(let head):
-            self.head = head
-        case .body(var part):
-            self.bodySize += part.readableBytes
-            if self.bodySize <= Self.bodyKeepLimit {
-                if self.body == nil {
-                    self.body = part
-                } else {
-                    self.body!.writeBuffer(&part)
+        case .headers(let headers):
+            // The first block is the request; a later one would be trailers, which APNs ignores.
+            if self.requestHeaders == nil { self.requestHeaders = headers.headers }
+            if headers.endStream { self.answer(context: context) }
+        case .data(let data):
+            if case .byteBuffer(var part) = data.data {
+                self.bodySize += part.readableBytes
+                if self.bodySize <= Self.bodyKeepLimit {
+                    if self.body == nil {
+                        self.body = part
+                    } else {
+                        self.body!.writeBuffer(&part)
+                    }
                 }
             }
-        case .end:
-            guard let head = self.head else {
-                context.close(promise: nil)
-                return
-            }
-            let reply = self.core.respond(
-                method: head.method,
-                uri: head.uri,
-                headers: head.headers,
-                body: self.body,
-                bodySize: self.bodySize
-            )
-            if let delay = reply.delay, delay > .zero {
-                context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(delay)) {
-                    self.write(reply, context: context)
-                }
-            } else {
+            if data.endStream { self.answer(context: context) }
+        default:
+            break
+        }
+    }
+
+    private func answer(context: ChannelHandlerContext) {
+        guard !self.answered else { return }
+        self.answered = true
+        guard let requestHeaders = self.requestHeaders else {
+            context.close(promise: nil)
+            return
+        }
+        var headers = HTTPHeaders()
+        for (name, value, _) in requestHeaders where !name.hasPrefix(":") {
+            headers.add(name: name, value: value)
+        }
+        let reply = self.core.respond(
+            method: HTTPMethod(rawValue: requestHeaders.first(name: ":method") ?? "GET"),
+            uri: requestHeaders.first(name: ":path") ?? "/",
+            headers: headers,
+            body: self.body,
+            bodySize: self.bodySize
+        )
+        if let delay = reply.delay, delay > .zero {
+            context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(delay)) {
                 self.write(reply, context: context)
             }
+        } else {
+            self.write(reply, context: context)
         }
     }
 
     private func write(_ reply: LocalAPNSReply, context: ChannelHandlerContext) {
-        var headers = HTTPHeaders()
+        var headers = HPACKHeaders()
+        headers.add(name: ":status", value: String(reply.status))
         headers.add(name: "apns-id", value: reply.apnsID)
-        if let body = reply.body {
-            headers.add(name: "content-type", value: "application/json")
-            headers.add(name: "content-length", value: String(body.count))
+        guard let body = reply.body else {
+            context.writeAndFlush(self.wrapOutboundOut(.headers(.init(headers: headers, endStream: true))), promise: nil)
+            return
         }
-        let head = HTTPResponseHead(version: .http2, status: HTTPResponseStatus(statusCode: reply.status), headers: headers)
-        context.write(self.wrapOutboundOut(.head(head)), promise: nil)
-        if let body = reply.body {
-            let buffer = context.channel.allocator.buffer(bytes: body)
-            context.write(self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
-        }
-        context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: nil)
+        headers.add(name: "content-type", value: "application/json")
+        headers.add(name: "content-length", value: String(body.count))
+        context.write(self.wrapOutboundOut(.headers(.init(headers: headers))), promise: nil)
+        let buffer = context.channel.allocator.buffer(bytes: body)
+        context.writeAndFlush(self.wrapOutboundOut(.data(.init(data: .byteBuffer(buffer), endStream: true))), promise: nil)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

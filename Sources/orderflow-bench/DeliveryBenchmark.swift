@@ -187,22 +187,6 @@ struct DeliveryBenchmark: AsyncParsableCommand {
         APNS_SERVER = settings["host"]
         APNS_PORT = settings["port"]
 
-        # aioapns sends the authority as a plain `host` header; HTTP/2 wants `:authority`
-        # (RFC 9113 8.3.1), and the stand-in's HTTP/2-to-HTTP/1 codec resets streams without it.
-        def connection_made(self, transport):
-            super().connection_made(transport)
-            send_headers = self.conn.send_headers
-            def with_authority(stream_id, headers, **options):
-                headers = [(":authority", v) if k == "host" else (k, v) for k, v in headers]
-                return send_headers(stream_id, headers, **options)
-            self.conn.send_headers = with_authority
-
-        # The stand-in (SwiftNIO) ends a 200 response with an empty DATA frame where APNs ends
-        # it on HEADERS; aioapns would try to parse the empty body as JSON.
-        def on_data_received(self, raw_data, stream_id):
-            if raw_data:
-                super().on_data_received(raw_data, stream_id)
-
     context = ssl.create_default_context(cafile=settings["ca"])
     context.set_alpn_protocols(["h2"])
 
