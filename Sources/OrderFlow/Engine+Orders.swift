@@ -1,3 +1,4 @@
+import APNS
 import Foundation
 import PGKit
 import WorkflowKit
@@ -38,7 +39,7 @@ extension OrderFlowEngine {
                 } catch let error as RenderError where error.code == .payloadTooLarge {
                     throw OrderFlowError(
                         .invalidInput,
-                        "order \(Self.shown(request.orderID)) cannot be created: its push-to-start (attributes, start alert and first content together) would be over APNs' \(PayloadLimits.apns)-byte limit; shorten the attribute values")
+                        "order \(Self.shown(request.orderID)) cannot be created: its push-to-start (attributes, start alert and first content together) would be over APNs' \(APNSLimits.maximumPayloadSize)-byte limit; shorten the attribute values")
                 }
             }
             let created = try await pool.query(PostgresQuery("""
@@ -184,11 +185,17 @@ extension OrderFlowEngine {
             """, merchantID, orderID, idempotencyKey)).first
         guard let current else { throw Self.orderNotFound(orderID) }
         if let replaySeq = try current.decode("replay_seq", as: Int?.self) { return .replay(seq: replaySeq) }
-        let known = OrderCache.Entry(
+        var known = OrderCache.Entry(
             workflowName: try current.decode("workflow_name"), workflowVersion: try current.decode("workflow_version"),
             state: try current.decode("state"), seq: try current.decode("seq"),
             attributes: try JSONValue(postgres: current.decode("attributes")),
             content: try JSONValue(postgres: current.decode("content")), createdAt: try current.decode("created_at"))
+        // The push-to-start's size besides the content depends only on the order's attributes,
+        // which never change: keep the measure (keyed advances and timers always come this way).
+        if let cached = orderCache.entry(for: orderID), cached.workflowName == known.workflowName,
+           cached.workflowVersion == known.workflowVersion {
+            known.startOverhead = cached.startOverhead
+        }
         return try await advance(
             connection, orderID: orderID, known: known, target: target, input: input, idempotencyKey: idempotencyKey,
             expectedState: expectedState, actor: actor)
@@ -219,7 +226,7 @@ extension OrderFlowEngine {
         let now = Date()
         let validInput = try workflow.validateInput(input, for: transition, at: now)
         let rendering = StoredRendering(try workflow.render(
-            transition: transition, attributes: known.attributes, input: validInput, previous: known.content, at: now))
+            transition: transition, attributes: known.attributes, validatedInput: validInput, previous: known.content, at: now))
         let content = PostgresJSONText(rendering.content)
         var known = known
         try checkPushToStartFits(orderID: orderID, workflow: workflow, state: transition.to, known: &known, content: content, at: now)

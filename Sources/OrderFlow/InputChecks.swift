@@ -1,3 +1,4 @@
+import APNS
 import Foundation
 import WorkflowKit
 
@@ -101,18 +102,14 @@ extension OrderFlowEngine {
             }
             // A stale date and a relevance score add at most this much in another state.
             let stateKeys = 64
-            guard overhead + content.byteCount + stateKeys > PayloadLimits.apns else { return }
+            guard overhead + content.byteCount + stateKeys > APNSLimits.maximumPayloadSize else { return }
             _ = try workflow.renderStart(in: state, attributes: known.attributes, input: [:], previous: content.value, at: time)
         } catch let error as RenderError where error.code == .payloadTooLarge {
             throw OrderFlowError(
                 .invalidInput,
-                "order \(Self.shown(orderID)) cannot go to \(state): a device that starts its Live Activity there would be sent a push-to-start over APNs' \(PayloadLimits.apns)-byte limit (the order's attributes, the start alert and this content together); shorten the text values given")
+                "order \(Self.shown(orderID)) cannot go to \(state): a device that starts its Live Activity there would be sent a push-to-start over APNs' \(APNSLimits.maximumPayloadSize)-byte limit (the order's attributes, the start alert and this content together); shorten the text values given")
         }
     }
-}
-
-enum PayloadLimits {
-    static let apns = 4096
 }
 
 /// A rendered ContentState with its JSON text, measured once.

@@ -29,11 +29,11 @@ public struct StoredRendering: Codable, Sendable, Hashable {
         state = update.state
         content = update.contentState
         alert = update.alert
-        staleDate = update.staleDate.map { Int($0.timeIntervalSince1970) }
+        staleDate = update.staleDate.map(RenderedActivityUpdate.epochSeconds)
         relevanceScore = update.relevanceScore
         priority = update.priority
-        dismissalDate = update.dismissalDate.map { Int($0.timeIntervalSince1970.rounded(.down)) }
-        timestamp = Int(update.timestamp.timeIntervalSince1970.rounded(.down))
+        dismissalDate = update.dismissalDate.map(RenderedActivityUpdate.epochSeconds)
+        timestamp = RenderedActivityUpdate.epochSeconds(update.timestamp)
     }
 
     public var isEnd: Bool { event == .end }

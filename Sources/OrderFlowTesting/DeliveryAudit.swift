@@ -1,5 +1,5 @@
+import APNS
 import Foundation
-import Synchronization
 
 /// What reached the APNs stand-in in a fault scenario, judged against what had to.
 ///
@@ -48,7 +48,7 @@ public struct DeliveryAudit: Sendable, CustomStringConvertible {
                 let key = "\(push.aps?["event"]?.stringValue ?? "alert")/\(push.aps?["timestamp"]?.integerValue ?? 0)"
                 if !seen.insert(key).inserted { duplicated += 1 }
             }
-            if received.contains(where: isFinal) { delivered += 1 } else { lost.append(String(token.prefix(8)) + "…") }
+            if received.contains(where: isFinal) { delivered += 1 } else { lost.append(APNSTokenRedaction.redacted(token)) }
         }
         self.expected = tokens.count
         self.delivered = delivered
@@ -88,19 +88,5 @@ public struct DeliveryAudit: Sendable, CustomStringConvertible {
         } else {
             _ = FileManager.default.createFile(atPath: path, contents: line)
         }
-    }
-}
-
-/// A value shared by the tasks of a test scenario, behind a lock. (`Mutex` itself is not
-/// copyable, so it cannot be captured by several tasks or kept in a copyable struct.)
-public final class LockedValue<Value: Sendable>: Sendable {
-    private let storage: Mutex<Value>
-
-    public init(_ value: Value) { storage = Mutex(value) }
-
-    public var value: Value { storage.withLock { $0 } }
-
-    public func withLock<R: Sendable>(_ body: (inout sending Value) throws -> sending R) rethrows -> R {
-        try storage.withLock(body)
     }
 }

@@ -107,7 +107,8 @@ public struct RenderedActivityUpdate: Sendable, Hashable {
         return ["aps": .object(aps)]
     }
 
-    static func epochSeconds(_ date: Date) -> Int {
+    /// Whole seconds since 1970, rounded down: how every date goes into an APNs payload.
+    public static func epochSeconds(_ date: Date) -> Int {
         Int(date.timeIntervalSince1970.rounded(.down))
     }
 }
@@ -235,7 +236,7 @@ enum DataNormalizer {
         var result: [String: JSONValue] = [:]
         let names = schema.map(\.name)
         for key in object.keys.sorted() where !names.contains(key) {
-            let hint = key.unicodeScalars.count <= 100 ? didYouMean(key, in: names) : ""
+            let hint = didYouMean(key, in: names)
             problems.append(.init(path: excerpt(key), message: "unknown field\(hint); expected fields: \(codeList(names))"))
         }
         for field in schema {
@@ -261,13 +262,17 @@ enum DataNormalizer {
             if type.isOptional { return .null }
             return problem("required \(type.spelling) is missing")
         }
+        if case .optional(let wrapped) = type {
+            return normalizeValue(value, type: wrapped, path: path, allowRelativeDates: allowRelativeDates, reference: reference,
+                                  problems: &problems)
+        }
+        // Once per value: an optional's text is checked where it is unwrapped, just above.
         if let text = value.stringValue, let message = textProblem(text) { return problem(message) }
         // The value as quoted in a message (computed only for one).
         func shown() -> String { excerpt(value.jsonString) }
         switch type {
-        case .optional(let wrapped):
-            return normalizeValue(value, type: wrapped, path: path, allowRelativeDates: allowRelativeDates, reference: reference,
-                                  problems: &problems)
+        case .optional:
+            preconditionFailure("unwrapped above")
         case .string(let maxLength):
             guard let text = value.stringValue else { return problem("expected a string, got \(value.typeName) \(shown())") }
             if let maxLength, text.count > maxLength {
@@ -307,7 +312,7 @@ enum DataNormalizer {
             return normalized
         case .enumeration(let values):
             guard let text = value.stringValue, values.contains(text) else {
-                let hint = value.stringValue.map { $0.unicodeScalars.count <= 100 ? didYouMean($0, in: values) : "" } ?? ""
+                let hint = value.stringValue.map { didYouMean($0, in: values) } ?? ""
                 return problem("expected one of \(codeList(values)), got \(shown())\(hint)")
             }
             return value
@@ -375,11 +380,19 @@ extension Workflow {
     public func render(transition: TransitionSpec, attributes: JSONValue, input: JSONValue, previous: JSONValue? = nil,
                        at time: Date) throws -> RenderedActivityUpdate
     {
+        try render(transition: transition, attributes: attributes, validatedInput: try validateInput(input, for: transition, at: time),
+                   previous: previous, at: time)
+    }
+
+    /// ``render(transition:attributes:input:previous:at:)`` for input that already went through
+    /// ``validateInput(_:for:at:)`` — the engine validates once, stores that input and renders it.
+    public func render(transition: TransitionSpec, attributes: JSONValue, validatedInput input: JSONValue, previous: JSONValue? = nil,
+                       at time: Date) throws -> RenderedActivityUpdate
+    {
         let context = "workflow `\(name)`, transition `\(transition.from) -> \(transition.to)`"
         guard let target = state(named: transition.to) else {
             throw RenderError(code: .unknownState, context: context, field: nil, message: "state `\(transition.to)` is not in this workflow")
         }
-        let input = try validateInput(input, for: transition, at: time)
         let renderer = Renderer(workflow: self, attributes: attributes, input: input, inputSchema: transition.inputs,
                                 previous: previous, time: time, context: context)
         let update = RenderedActivityUpdate(

@@ -176,6 +176,12 @@ struct WorkerMergeTests {
         #expect(outcome.state.status == .starting)
         #expect(outcome.state.clearUpdateToken)
         #expect(outcome.state.startedAt == now.timeIntervalSince1970)
+
+        // An activity the app started restarts by push as well, when the device has the token.
+        var appStarted = restarting
+        appStarted.lifecycle.start = .app
+        let appRestart = Self.merge(now: now).plan(order: order, workflow: appStarted, activity: withStartToken)
+        #expect(appRestart.pushes.map(\.event) == [.end, .start])
     }
 
     @Test func failuresBackOffThenDeadLetterAndDeadTokensStopEverything() throws {

@@ -42,8 +42,10 @@ struct ActivityMerge {
         guard state.failures < configuration.maximumAttempts, let newest = order.newest else { return plan }
 
         let isFinal = workflow.isFinal(order.state)
-        let pushToStartToken = workflow.lifecycle.start == .pushToStart
-            ? activity.pushToStartTokens?[workflow.attributesType] : nil
+        // The device's push-to-start token serves the first start only when the workflow starts
+        // by push; a restart at the time limit uses it whatever started the activity.
+        let restartToken = workflow.startsByPush ? activity.pushToStartTokens?[workflow.attributesType] : nil
+        let pushToStartToken = workflow.lifecycle.start == .pushToStart ? restartToken : nil
 
         var pushes: [PlannedPush] = []
         switch state.status {
@@ -59,7 +61,7 @@ struct ActivityMerge {
             state.status = .active
             if !isFinal, let startedAt = state.startedAt, now - startedAt >= configuration.timeLimitAge {
                 pushes = timeLimitPushes(order: order, workflow: workflow, newest: newest, state: state,
-                                         updateToken: updateToken, pushToStartToken: pushToStartToken)
+                                         updateToken: updateToken, pushToStartToken: restartToken)
             } else if state.lastSeq < order.seq {
                 pushes = [update(order: order, newest: newest, state: state, token: updateToken, activity: activity)]
             }
@@ -67,8 +69,8 @@ struct ActivityMerge {
             // The start went out; the app has not reported the activity's token yet.
             if !isFinal, let startedAt = state.startedAt, now - startedAt >= configuration.timeLimitAge {
                 // The unreachable activity is about to end on its own: start afresh or give up.
-                if workflow.lifecycle.onTimeLimit == .restart, let pushToStartToken,
-                   let start = start(order: order, workflow: workflow, newest: newest, state: state, token: pushToStartToken)
+                if workflow.lifecycle.onTimeLimit == .restart, let restartToken,
+                   let start = start(order: order, workflow: workflow, newest: newest, state: state, token: restartToken)
                 {
                     pushes = [start]
                 } else {

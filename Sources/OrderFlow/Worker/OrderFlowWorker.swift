@@ -42,7 +42,6 @@ public final class OrderFlowWorker: Service, Sendable {
     private struct PauseState {
         /// Set while a configuration or credentials error stops sending: sending resumes then.
         var until: Double?
-        var reason: String?
     }
 
     /// - Parameters:
@@ -290,19 +289,23 @@ public final class OrderFlowWorker: Service, Sendable {
             completion.deadAlertTokens.append(.init(merchantId: plan.merchantID, deviceId: plan.device, token: token))
         }
         for delivery in outcome.deliveries {
-            let metadata: Logger.Metadata = [
-                "orderflow.order": "\(plan.orderID)", "orderflow.device": "\(plan.device)",
-                "orderflow.event": "\(delivery.event)", "orderflow.seq": "\(delivery.seq)",
-                "orderflow.merged": "\(delivery.merged)", "orderflow.outcome": "\(delivery.outcome)",
-                "apns.token": "\(APNSTokenRedaction.redacted(suffix: delivery.tokenSuffix))", "apns.status": "\(delivery.status.map(String.init) ?? "none")",
-                "apns.reason": "\(delivery.reason ?? "")",
-            ]
+            // Built only when a record is logged (the metadata argument is an autoclosure): a
+            // sent push at the default level costs nothing here.
+            func metadata() -> Logger.Metadata {
+                [
+                    "orderflow.order": "\(plan.orderID)", "orderflow.device": "\(plan.device)",
+                    "orderflow.event": "\(delivery.event)", "orderflow.seq": "\(delivery.seq)",
+                    "orderflow.merged": "\(delivery.merged)", "orderflow.outcome": "\(delivery.outcome)",
+                    "apns.token": "\(APNSTokenRedaction.redacted(suffix: delivery.tokenSuffix))",
+                    "apns.status": "\(delivery.status.map(String.init) ?? "none")", "apns.reason": "\(delivery.reason ?? "")",
+                ]
+            }
             switch delivery.outcome {
-            case "sent": logger.debug("push sent", metadata: metadata)
-            case "dead": logger.warning("push failed \(configuration.maximumAttempts) times; dead letter kept in deliveries", metadata: metadata)
-            case "token_dead": logger.info("APNs declared a token dead; nothing more is sent to it", metadata: metadata)
-            case "rejected": logger.warning("APNs rejected a payload; not retried", metadata: metadata)
-            default: logger.debug("push will be retried", metadata: metadata)
+            case "sent": logger.debug("push sent", metadata: metadata())
+            case "dead": logger.warning("push failed \(configuration.maximumAttempts) times; dead letter kept in deliveries", metadata: metadata())
+            case "token_dead": logger.info("APNs declared a token dead; nothing more is sent to it", metadata: metadata())
+            case "rejected": logger.warning("APNs rejected a payload; not retried", metadata: metadata())
+            default: logger.debug("push will be retried", metadata: metadata())
             }
         }
     }
@@ -387,7 +390,6 @@ public final class OrderFlowWorker: Service, Sendable {
         let first = pause.withLock { state -> Bool in
             if let until = state.until, until > now() { return false }
             state.until = resume
-            state.reason = failure.description
             return true
         }
         guard first else { return }

@@ -53,8 +53,6 @@ struct ActivityOutcome: Sendable, Hashable {
     var revisitAt: Double?
     /// A push was not attempted (paused, stopping): the order's commands stay for a later claim.
     var unfinished = false
-    /// Pushes APNs accepted.
-    var sentCount = 0
 
     /// Applies the attempts (a prefix of `plan.pushes`, in order) to the planned state.
     init(plan: ActivityPlan, attempts: [PushAttempt], configuration: WorkerConfiguration) {
@@ -72,7 +70,6 @@ struct ActivityOutcome: Sendable, Hashable {
                 return
             case .sent(let apnsID, let status, let answeredAt):
                 record(push, outcome: "sent", status: status, reason: nil, apnsID: apnsID, at: answeredAt)
-                sentCount += 1
                 applySuccess(push, at: answeredAt)
             case .failed(let status, let reason, let action, let apnsID, let answeredAt):
                 applyFailure(push, status: status, reason: reason, action: action, apnsID: apnsID, at: answeredAt,
