@@ -33,9 +33,12 @@ extension OrderFlowEngine {
             let rendering = StoredRendering(try workflow.render(state: workflow.initialState, attributes: attributes, input: input, at: now))
             // The push-to-start carries the attributes and the start alert besides the content:
             // it must fit as well, or the activity could never start.
+            var startOverhead: Int?
             if workflow.startsByPush {
                 do {
-                    _ = try workflow.renderStart(attributes: attributes, input: input, at: now)
+                    let start = try workflow.renderStart(attributes: attributes, input: input, at: now)
+                    // What the push-to-start adds to the content, kept for the advances' checks.
+                    startOverhead = start.apnsPayload().jsonByteCount - start.update.contentState.jsonByteCount
                 } catch let error as RenderError where error.code == .payloadTooLarge {
                     throw OrderFlowError(
                         .invalidInput,
@@ -87,7 +90,8 @@ extension OrderFlowEngine {
             }
             orderCache.store(OrderCache.Entry(
                 workflowName: snapshot.workflow, workflowVersion: snapshot.workflowVersion, state: snapshot.state,
-                seq: snapshot.seq, attributes: snapshot.attributes, content: snapshot.content, createdAt: snapshot.createdAt),
+                seq: snapshot.seq, attributes: snapshot.attributes, content: snapshot.content, createdAt: snapshot.createdAt,
+                startOverhead: startOverhead),
                 for: request.orderID)
             await wakeSignal.signal()
             return snapshot

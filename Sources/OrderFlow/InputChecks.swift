@@ -11,6 +11,12 @@ extension OrderFlowEngine {
 
     /// 1 to 200 code points, none of them a control character (NUL, a line break, …).
     static func validateIdentifier(_ value: String, what: String, allowEmpty: Bool = false) throws {
+        // Printable ASCII, the usual id, holds no control character and counts one per byte.
+        if value.utf8.count <= maximumIdentifierLength, value.utf8.allSatisfy({ (0x20..<0x7F).contains($0) }),
+           allowEmpty || !value.isEmpty
+        {
+            return
+        }
         let length = value.unicodeScalars.count
         if length == 0, !allowEmpty {
             throw OrderFlowError(.invalidInput, "the \(what) is empty; give 1 to \(maximumIdentifierLength) characters")

@@ -17,7 +17,8 @@ public actor PostgresConnection {
     /// The `PGconn *`; `NativeConnection` is the one place that calls `PQfinish`.
     private let native = NativeConnection()
     private var handle: OpaquePointer? { native.pointer }
-    private var preparedNames: [String: String] = [:]
+    /// Prepared statements by `PostgresQuery.preparedKey`.
+    private var preparedNames: [UInt: String] = [:]
     /// Readable without a hop to the connection's thread: set once the connection broke or closed.
     nonisolated let health = ConnectionHealth()
 
@@ -132,8 +133,8 @@ public actor PostgresConnection {
             }
         }
         let result: OpaquePointer?
-        if query.preparable {
-            let name = try preparedName(for: query.sql, parameterCount: parameters.count, connection: connection)
+        if let key = query.preparedKey {
+            let name = try preparedName(for: key, query: query, parameterCount: parameters.count, connection: connection)
             result = withOptionalCStringArray(parameters) { values in
                 PQexecPrepared(connection, name, Int32(parameters.count), values, nil, nil, 0)
             }
@@ -154,13 +155,13 @@ public actor PostgresConnection {
         try query(PostgresQuery(sql))
     }
 
-    private func preparedName(for sql: String, parameterCount: Int, connection: OpaquePointer) throws(PostgresError) -> String {
-        if let name = preparedNames[sql] { return name }
+    private func preparedName(for key: UInt, query: PostgresQuery, parameterCount: Int, connection: OpaquePointer) throws(PostgresError) -> String {
+        if let name = preparedNames[key] { return name }
         let name = "orderflow_\(preparedNames.count + 1)"
-        let result = PQprepare(connection, name, sql, Int32(parameterCount), nil)
+        let result = PQprepare(connection, name, query.sql, Int32(parameterCount), nil)
         defer { PQclear(result) }
         _ = try rows(from: result, connection: connection)
-        preparedNames[sql] = name
+        preparedNames[key] = name
         return name
     }
 
@@ -315,8 +316,38 @@ func withCStringArray<R>(_ strings: [String], _ body: ([UnsafePointer<CChar>?]) 
     return body(duplicates.map { UnsafePointer($0) } + [nil])
 }
 
+/// NUL-terminated copies of `strings` (nil stays a null pointer), all in one buffer: a
+/// statement's parameters cost one allocation, not one each.
 func withOptionalCStringArray<R>(_ strings: [String?], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
-    let duplicates = strings.map { $0.map { strdup($0) } ?? nil }
-    defer { duplicates.forEach { free($0) } }
-    return body(duplicates.map { UnsafePointer($0) })
+    var size = 0
+    for string in strings { size += string.map { $0.utf8.count + 1 } ?? 0 }
+    return withUnsafeTemporaryAllocation(of: CChar.self, capacity: max(size, 1)) { buffer in
+        var pointers: [UnsafePointer<CChar>?] = []
+        pointers.reserveCapacity(strings.count)
+        var offset = 0
+        for string in strings {
+            guard let string else {
+                pointers.append(nil)
+                continue
+            }
+            let start = buffer.baseAddress! + offset
+            let count = string.utf8.withContiguousStorageIfAvailable { bytes in
+                if let base = bytes.baseAddress, bytes.count > 0 {
+                    UnsafeRawPointer(base).withMemoryRebound(to: CChar.self, capacity: bytes.count) { start.update(from: $0, count: bytes.count) }
+                }
+                return bytes.count
+            } ?? {
+                var written = 0
+                for byte in string.utf8 {
+                    start[written] = CChar(bitPattern: byte)
+                    written += 1
+                }
+                return written
+            }()
+            start[count] = 0
+            pointers.append(UnsafePointer(start))
+            offset += count + 1
+        }
+        return body(pointers)
+    }
 }

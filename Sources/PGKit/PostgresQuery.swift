@@ -4,28 +4,45 @@
 /// every value travels as a bound `$n` parameter. Text that really must come from elsewhere
 /// (migration files) goes through the loudly named `init(unsafeSQL:_:)`.
 public struct PostgresQuery: Sendable {
-    public let sql: String
+    /// The statement as written in the source, or (`unsafeSQL`) as given.
+    private let text: Text
     public let bindings: [any PostgresBindable]
-    /// Statements written in the source are prepared once per connection and reused.
-    let preparable: Bool
+
+    private enum Text: Sendable {
+        case literal(StaticString)
+        case unsafe(String)
+    }
 
     public init(_ sql: StaticString, _ bindings: any PostgresBindable...) {
-        self.sql = sql.description
+        self.text = .literal(sql)
         self.bindings = bindings
-        self.preparable = true
     }
 
     public init(_ sql: StaticString, bindings: [any PostgresBindable]) {
-        self.sql = sql.description
+        self.text = .literal(sql)
         self.bindings = bindings
-        self.preparable = true
     }
 
     /// SQL text that does not come from a literal in the source, such as a migration file.
     /// Never pass text built from user input: bind values as parameters instead.
     public init(unsafeSQL sql: String, bindings: [any PostgresBindable] = []) {
-        self.sql = sql
+        self.text = .unsafe(sql)
         self.bindings = bindings
-        self.preparable = false
     }
+
+    public var sql: String {
+        switch text {
+        case .literal(let literal): return literal.description
+        case .unsafe(let sql): return sql
+        }
+    }
+
+    /// Identifies a statement written in the source, which is prepared once per connection and
+    /// reused: the address of its literal, which no other text can have. The hot path thus
+    /// neither copies nor hashes the statement's text. Nil for `unsafeSQL` text.
+    var preparedKey: UInt? {
+        guard case .literal(let literal) = text, literal.hasPointerRepresentation else { return nil }
+        return UInt(bitPattern: literal.utf8Start)
+    }
+
 }

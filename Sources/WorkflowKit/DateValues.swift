@@ -177,6 +177,10 @@ extension String {
             if newlines { return true }
             return !(("\u{0A}"..."\u{0D}").contains(scalar) || scalar == "\u{85}" || scalar == "\u{2028}" || scalar == "\u{2029}")
         }
+        // The usual case, nothing to trim, decided from the first and last bytes alone.
+        if let head = utf8.first, let tail = utf8.last, (0x21..<0x7F).contains(head), (0x21..<0x7F).contains(tail) {
+            return self
+        }
         let scalars = unicodeScalars
         guard let first = scalars.firstIndex(where: { !isTrimmed($0) }) else { return "" }
         let last = scalars.lastIndex(where: { !isTrimmed($0) })!

@@ -295,6 +295,12 @@ extension JSONValue: CustomStringConvertible {
 
     static func writeString(_ string: String, to output: inout String) {
         output += "\""
+        // Most strings need no escape at all: append them whole rather than scalar by scalar.
+        if !string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            output += string
+            output += "\""
+            return
+        }
         for scalar in string.unicodeScalars {
             switch scalar {
             case "\"": output += "\\\""

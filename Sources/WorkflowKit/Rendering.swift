@@ -513,8 +513,9 @@ struct Renderer {
     let context: String
     /// Typed values by variable name (`attributes.x`, `input.y`, `previous.z`, `now`); dates as ISO text.
     let variables: [String: JSONValue]
-    /// The object swift-mustache renders against.
-    let mustacheContext: [String: Any]
+
+    /// The groups of variables; each is an object in swift-mustache's context, also when empty.
+    static let groups = ["attributes", "input", "previous"]
 
     init(workflow: Workflow, attributes: JSONValue, input: JSONValue, inputSchema: [FieldSpec], previous: JSONValue?,
          time: Date, context: String)
@@ -523,21 +524,38 @@ struct Renderer {
         self.time = time
         self.context = context
         var variables: [String: JSONValue] = ["now": .string(DateValues.formatISO8601(time))]
-        var groups: [String: Any] = ["now": DateValues.formatISO8601(time)]
         func add(_ group: String, _ value: JSONValue?, schema: [FieldSpec]) {
-            var object: [String: Any] = [:]
             for field in schema {
-                let typed = Self.templateValue(value?[field.name] ?? .null, type: field.type, time: time)
-                variables["\(group).\(field.name)"] = typed
-                if let any = Self.foundation(typed) { object[field.name] = any }
+                variables[group + "." + field.name] = Self.templateValue(value?[field.name] ?? .null, type: field.type, time: time)
             }
-            groups[group] = object
         }
         add("attributes", attributes, schema: workflow.attributesSchema)
         add("input", input, schema: inputSchema)
         add("previous", previous, schema: workflow.contentSchema)
         self.variables = variables
-        self.mustacheContext = groups
+    }
+
+    /// The object swift-mustache renders against, built from `variables` for the templates
+    /// `Template.renderDirect` leaves to it.
+    static func mustacheContext(_ variables: [String: JSONValue]) -> [String: Any] {
+        var groups: [String: [String: Any]] = [:]
+        for group in Self.groups { groups[group] = [:] }
+        var root: [String: Any] = [:]
+        for (name, value) in variables {
+            guard let any = Self.foundation(value) else { continue }
+            if let dot = name.firstIndex(of: "."), groups[String(name[..<dot])] != nil {
+                groups[String(name[..<dot])]![String(name[name.index(after: dot)...])] = any
+            } else {
+                root[name] = any
+            }
+        }
+        for (group, object) in groups { root[group] = object }
+        return root
+    }
+
+    /// A template rendered against this transition's values.
+    func render(_ template: Template) -> String {
+        template.renderDirect(variables) ?? template.render(Self.mustacheContext(variables))
     }
 
     /// A value as templates see it: dates (ISO text, offsets or 2001-based seconds) become ISO text.
@@ -588,7 +606,7 @@ struct Renderer {
             if let variable = template.singleVariable, variable != "." {
                 return try convert(variables[variable] ?? .null, type: type, field: field)
             }
-            return try convert(.string(template.render(mustacheContext)), type: type, field: field)
+            return try convert(.string(render(template)), type: type, field: field)
         }
     }
 
@@ -665,8 +683,8 @@ struct Renderer {
 
     func text(_ spec: TextSpec) -> LocalizableText {
         switch spec {
-        case .plain(let template): return .plain(template.render(mustacheContext))
-        case .localized(let key, let args): return .localized(key: key, args: args.map { $0.render(mustacheContext) })
+        case .plain(let template): return .plain(render(template))
+        case .localized(let key, let args): return .localized(key: key, args: args.map { render($0) })
         }
     }
 

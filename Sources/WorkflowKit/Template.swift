@@ -44,6 +44,57 @@ public struct Template: Sendable, Hashable, CustomStringConvertible {
         self.nodes = nodes
     }
 
+    /// Renders the template straight from typed values — text, variables and sections over
+    /// text, numbers, booleans and null, the templates workflows are made of — as swift-mustache
+    /// renders them against the same values, without building its `[String: Any]` context and
+    /// casting every value on the way (a third of an advance's rendering time). `variables` are
+    /// keyed by full name (`input.eta`). Returns nil for anything else (transforms, `.`, arrays,
+    /// a name not in `variables`, several lines): render with swift-mustache then.
+    func renderDirect(_ variables: [String: JSONValue]) -> String? {
+        guard rendersDirectly else { return nil }
+        var output = ""
+        return Self.renderDirect(nodes, variables, into: &output) ? output : nil
+    }
+
+    /// Whether `renderDirect` may render this template. Mustache's "standalone tag" rules strip
+    /// whole lines around sections and comments; a template of one line has no such lines.
+    /// (Decided per call, from the few bytes of a template, rather than stored.)
+    var rendersDirectly: Bool {
+        !source.utf8.contains { $0 == 0x0A || $0 == 0x0D } && nodes.allSatisfy(\.isDirectlyRenderable)
+    }
+
+    private static func renderDirect(_ nodes: [TemplateNode], _ variables: [String: JSONValue], into output: inout String) -> Bool {
+        for node in nodes {
+            switch node {
+            case .text(let text):
+                output += text
+            case .variable(let name, _):
+                // swift-mustache writes `String(describing:)` of the value; null renders nothing.
+                switch variables[name] {
+                case .null: break
+                case .string(let text): output += text
+                case .int(let int): output += String(describing: int)
+                case .double(let double): output += String(describing: double)
+                case .bool(let bool): output += String(describing: bool)
+                case .array, .object, nil: return false
+                }
+            case .section(let name, _, let inverted, let children):
+                // A boolean decides; null is absent; any text or number (even "" or 0) is present
+                // and is pushed on the context stack, where it has no children: names inside the
+                // section still resolve from the top, as here.
+                let present: Bool
+                switch variables[name] {
+                case .null: present = false
+                case .bool(let bool): present = bool
+                case .string, .int, .double: present = true
+                case .array, .object, nil: return false
+                }
+                if present != inverted, !renderDirect(children, variables, into: &output) { return false }
+            }
+        }
+        return true
+    }
+
     /// True when the template is exactly one variable tag, e.g. `{{input.eta}}`: its value is then
     /// copied with its type (a date, an array, null) instead of going through text.
     var singleVariable: String? {
@@ -86,6 +137,16 @@ indirect enum TemplateNode: Sendable {
     case text(String)
     case variable(name: String, transforms: [String])
     case section(name: String, transforms: [String], inverted: Bool, children: [TemplateNode])
+
+    /// No transforms and no names relative to the current object (`.`, `.x`).
+    var isDirectlyRenderable: Bool {
+        switch self {
+        case .text: return true
+        case .variable(let name, let transforms): return transforms.isEmpty && !name.hasPrefix(".")
+        case .section(let name, let transforms, _, let children):
+            return transforms.isEmpty && !name.hasPrefix(".") && children.allSatisfy(\.isDirectlyRenderable)
+        }
+    }
 }
 
 /// Finds the tags of a template so its variables can be checked against the workflow's schemas

@@ -40,6 +40,21 @@ extension Workflow {
                 code: .unknownState, currentState: current, target: target, candidates: states.map(\.name),
                 message: "unknown current state `\(current)` in workflow `\(name)`; states: \(codeList(states.map(\.name)))")
         }
+        // The usual request names one transition exactly: found without building the lists
+        // below, which only the prefix matching and the error messages need.
+        let wanted = TransitionResolver.normalize(target.trimmingWhitespace(newlines: false))
+        if !wanted.isEmpty, !isFinal(current) {
+            var found: TransitionSpec?
+            var several = false
+            for transition in transitions where transition.from == current {
+                guard TransitionResolver.normalize(transition.to) == wanted
+                    || transition.event.map({ TransitionResolver.normalize($0) == wanted }) == true
+                else { continue }
+                if let first = found, first.to != transition.to { several = true }  // same `from`: `to` is the id
+                found = found ?? transition
+            }
+            if let found, !several { return found }
+        }
         let outgoing = transitions(from: current)
         if isFinal(current) {
             throw TransitionResolutionError(
@@ -50,7 +65,6 @@ extension Workflow {
         let names: [(name: String, transition: TransitionSpec, kind: String)] = outgoing.flatMap { transition in
             [(transition.to, transition, "state")] + (transition.event.map { [($0, transition, "event")] } ?? [])
         }
-        let wanted = TransitionResolver.normalize(target.trimmingWhitespace(newlines: false))
         // Only the error messages need these: built when one is thrown, not on every advance.
         var allowed: [String] {
             outgoing.map { transition in transition.event.map { "\(transition.to) (event `\($0)`)" } ?? transition.to }

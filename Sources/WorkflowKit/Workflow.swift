@@ -180,23 +180,30 @@ public struct WorkflowDuration: Sendable, Hashable, Comparable, CustomStringConv
 
     /// Parses `1h30m`, `45m`, `10s`, `2h`, `1d`; nil for anything else (including zero).
     public init?(parsing text: String) {
-        let scalars = Array(text.trimmingCharacters(in: .whitespaces).unicodeScalars)
-        guard !scalars.isEmpty else { return nil }
+        // Read as UTF-8 bytes: only ASCII digits and the units d, h, m, s can appear, so any
+        // other byte (a part of a non-ASCII character too) makes the text invalid.
+        let trimmed = text.trimmingWhitespace(newlines: false)
+        guard !trimmed.isEmpty else { return nil }
         var total = 0
         var number: Int?
         var lastUnitRank = Int.max
-        for scalar in scalars {
-            if let digit = Int(String(scalar)), ("0"..."9").contains(scalar) {
+        for byte in trimmed.utf8 {
+            if (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) {
                 let (product, overflow1) = (number ?? 0).multipliedReportingOverflow(by: 10)
-                let (sum, overflow2) = product.addingReportingOverflow(digit)
+                let (sum, overflow2) = product.addingReportingOverflow(Int(byte - UInt8(ascii: "0")))
                 guard !overflow1, !overflow2 else { return nil }
                 number = sum
                 continue
             }
-            let units: [Unicode.Scalar: (rank: Int, seconds: Int)] = [
-                "d": (4, 86_400), "h": (3, 3_600), "m": (2, 60), "s": (1, 1),
-            ]
-            guard let value = number, let unit = units[scalar], unit.rank < lastUnitRank else { return nil }
+            let unit: (rank: Int, seconds: Int)
+            switch byte {
+            case UInt8(ascii: "d"): unit = (4, 86_400)
+            case UInt8(ascii: "h"): unit = (3, 3_600)
+            case UInt8(ascii: "m"): unit = (2, 60)
+            case UInt8(ascii: "s"): unit = (1, 1)
+            default: return nil
+            }
+            guard let value = number, unit.rank < lastUnitRank else { return nil }
             let (product, overflow1) = value.multipliedReportingOverflow(by: unit.seconds)
             let (sum, overflow2) = total.addingReportingOverflow(product)
             guard !overflow1, !overflow2 else { return nil }
