@@ -26,7 +26,7 @@ extension OrderFlowEngine {
                     WHERE a.merchant_id = $1 AND a.device_id = $2 AND a.status IN ('waiting', 'alerts')
                     """, merchantID, deviceID))
             }
-            await wakeSignal.signal()
+            wakeSignal.signal()
         }
     }
 
@@ -118,7 +118,7 @@ extension OrderFlowEngine {
             return true
         }
         guard followed else { throw Self.orderNotFound(orderID) }
-        await wakeSignal.signal()
+        wakeSignal.signal()
     }
 
     /// A push-to-start token is only of use for an `ActivityAttributes` type some workflow

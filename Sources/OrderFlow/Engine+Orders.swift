@@ -93,7 +93,7 @@ extension OrderFlowEngine {
                 seq: snapshot.seq, attributes: snapshot.attributes, content: snapshot.content, createdAt: snapshot.createdAt,
                 startOverhead: startOverhead),
                 for: request.orderID)
-            await wakeSignal.signal()
+            wakeSignal.signal()
             return snapshot
         }
     }
@@ -133,7 +133,7 @@ extension OrderFlowEngine {
             }
             switch outcome {
             case .advanced(let result):
-                await wakeSignal.signal()
+                wakeSignal.signal()
                 return result
             case .replay(let seq):
                 return try await replay(orderID, seq: seq, target: target)

@@ -108,7 +108,7 @@ extension OrderFlowEngine {
             guard requeued else {
                 throw OrderFlowError(.notFound, "delivery \(id) is not a dead letter waiting for a retry; see `orderflow deliveries list --failed`")
             }
-            await wakeSignal.signal()
+            wakeSignal.signal()
         }
     }
 }

@@ -42,8 +42,9 @@ public final class WakeSignal: Sendable {
         return stream
     }
 
-    /// Call after a commit that enqueued commands.
-    func signal() async {
+    /// Call after a commit that enqueued commands. Returns at once: the NOTIFY, when one is due,
+    /// is sent by a task of its own, so that no caller's advance waits for a second round trip.
+    func signal() {
         let now = ContinuousClock.now
         let interval = self.interval
         let (waiters, action) = state.withLock { state -> ([AsyncStream<Void>.Continuation], NotifyAction) in
@@ -63,7 +64,7 @@ public final class WakeSignal: Sendable {
             return
         case .now:
             // Best effort: a lost wake-up only delays delivery until the worker's next poll.
-            _ = try? await pool.notify(channel: channel)
+            Task { [channel] in _ = try? await pool.notify(channel: channel) }
         case .after(let delay):
             // The trailing notify must not hold up the caller's advance; it is short-lived and
             // owns nothing but the pool reference.
