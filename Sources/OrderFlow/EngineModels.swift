@@ -90,6 +90,30 @@ public struct OrderDetails: Sendable, Hashable, Codable {
     public var pendingCommands: Int
 }
 
+/// What became of one push attempt (`deliveries.outcome`).
+public enum DeliveryOutcome: String, Sendable, Hashable, Codable, CaseIterable, PostgresDecodable {
+    /// APNs accepted the push.
+    case sent
+    /// It failed in a way worth another try (5xx, 429, no answer): it will be sent again.
+    case retry
+    /// It failed `WorkerConfiguration.maximumAttempts` times: a dead letter, kept here.
+    case dead
+    /// APNs declared the token invalid or expired: nothing more is sent to it.
+    case tokenDead = "token_dead"
+    /// APNs refused the payload itself: not retried.
+    case rejected
+
+    /// Whether the push ended without reaching the device (and will not be tried again).
+    public var isFailure: Bool { self == .dead || self == .tokenDead || self == .rejected }
+
+    public init(postgresText text: String, type: PostgresType) throws(PostgresDecodingFailure) {
+        guard let outcome = DeliveryOutcome(rawValue: text) else {
+            throw PostgresDecodingFailure("'\(text.prefix(30))' is not a delivery outcome")
+        }
+        self = outcome
+    }
+}
+
 /// One push attempt and its APNs outcome.
 public struct DeliveryRecord: Sendable, Hashable, Codable {
     public var id: Int64
@@ -107,8 +131,7 @@ public struct DeliveryRecord: Sendable, Hashable, Codable {
     public var apnsID: UUID?
     public var status: Int?
     public var reason: String?
-    /// sent, retry, dead, token_dead, rejected.
-    public var outcome: String
+    public var outcome: DeliveryOutcome
     public var attemptedAt: Date
     public var latencyMilliseconds: Double?
     public var retriedAt: Date?

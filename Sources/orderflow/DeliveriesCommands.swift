@@ -89,13 +89,13 @@ struct DeliveriesCommand: AsyncParsableCommand {
 
     /// `sent 200`, `dead 410 Unregistered`, … coloured by outcome.
     static func outcome(_ delivery: DeliveryRecord, _ terminal: Terminal) -> String {
-        var text = delivery.outcome
+        var text = delivery.outcome.rawValue
         if let status = delivery.status { text += " \(status)" }
         if let reason = delivery.reason, !reason.isEmpty { text += " \(reason)" }
         switch delivery.outcome {
-        case "sent": return terminal.styled(text, .green)
-        case "retry": return terminal.styled(text, .yellow)
-        default: return terminal.styled(text, .red)
+        case .sent: return terminal.styled(text, .green)
+        case .retry: return terminal.styled(text, .yellow)
+        case .dead, .tokenDead, .rejected: return terminal.styled(text, .red)
         }
     }
 }

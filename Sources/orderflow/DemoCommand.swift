@@ -490,14 +490,14 @@ private struct DemoReport: Sendable {
 
     /// Pushes that failed for good (a retry that later succeeded is not a failure).
     private var failedDeliveries: [DeliveryRecord] {
-        orders.flatMap(\.history.deliveries).filter { ["dead", "token_dead", "rejected"].contains($0.outcome) }
+        orders.flatMap(\.history.deliveries).filter(\.outcome.isFailure)
     }
 
     /// Why the run did not go as it should, if it did not.
     var problem: String? {
         let failed = failedDeliveries
         if !failed.isEmpty {
-            let reasons = Set(failed.map { $0.reason ?? $0.outcome }).sorted().joined(separator: ", ")
+            let reasons = Set(failed.map { $0.reason ?? $0.outcome.rawValue }).sorted().joined(separator: ", ")
             return "\(Formatting.count(failed.count, "push", "pushes")) did not go through (\(reasons)); see the timelines above"
         }
         if pushes.isEmpty { return "the local APNs stand-in received no pushes" }

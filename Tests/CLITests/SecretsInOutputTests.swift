@@ -100,7 +100,7 @@ struct SecretsInOutputTests {
 
         // Every kind of answer happened, so its log records and stored reasons are covered.
         let outcomes = Set(try await engine.deliveries(limit: 500).map(\.outcome))
-        #expect(outcomes.isSuperset(of: ["sent", "retry", "token_dead", "rejected"]), "outcomes: \(outcomes.sorted())")
+        #expect(outcomes.isSuperset(of: [.sent, .retry, .tokenDead, .rejected]), "outcomes: \(outcomes.map(\.rawValue).sorted())")
         #expect(!fixture.apns.pushes(forToken: activity).isEmpty && !fixture.apns.pushes(forToken: alerts).isEmpty)
 
         var scan = SecretScan(tokens: tokens, key: fixture.key, pushes: fixture.apns.pushes())

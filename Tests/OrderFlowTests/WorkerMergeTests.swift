@@ -191,18 +191,18 @@ struct WorkerMergeTests {
         configuration.maximumAttempts = 3
         var plan = Self.merge().plan(order: order, workflow: Self.workflow, activity: device)
         let now = Self.t0.timeIntervalSince1970 + 5
-        var outcomes: [String] = []
+        var outcomes: [DeliveryOutcome] = []
         for _ in 1...3 {
             let failed = PushAttempt.failed(status: 500, reason: "InternalServerError", action: .retryWithBackoff, apnsID: nil, answeredAt: now)
             let outcome = ActivityOutcome(plan: plan, attempts: [failed], configuration: configuration)
             outcomes += outcome.deliveries.map(\.outcome)
             plan.state = outcome.state
-            if outcome.deliveries.last?.outcome == "retry" {
+            if outcome.deliveries.last?.outcome == .retry {
                 let delay = try #require(outcome.revisitAt) - now
                 #expect(delay >= 0.5 * pow(2, Double(outcome.state.failures - 1)) && delay <= pow(2, Double(outcome.state.failures - 1)))
             }
         }
-        #expect(outcomes == ["retry", "retry", "dead"])
+        #expect(outcomes == [.retry, .retry, .dead])
         #expect(plan.state.failures == 3)
 
         let throttled = ActivityOutcome(
@@ -210,7 +210,7 @@ struct WorkerMergeTests {
             attempts: [.failed(status: 429, reason: "TooManyRequests", action: .backOffToken(retryAfter: .seconds(30)), apnsID: nil, answeredAt: now)],
             configuration: configuration)
         #expect(throttled.revisitAt == now + 30)
-        #expect(throttled.deliveries.map(\.outcome) == ["retry"])
+        #expect(throttled.deliveries.map(\.outcome) == [.retry])
 
         let dead = ActivityOutcome(
             plan: Self.merge().plan(order: order, workflow: Self.workflow, activity: device),
@@ -218,7 +218,7 @@ struct WorkerMergeTests {
             configuration: configuration)
         #expect(dead.state.status == .gone)
         #expect(dead.state.clearUpdateToken)
-        #expect(dead.deliveries.map(\.outcome) == ["token_dead"])
+        #expect(dead.deliveries.map(\.outcome) == [.tokenDead])
         #expect(dead.deliveries.first?.tokenSuffix == "dd44ee55", "only the last 8 characters are kept")
     }
 }

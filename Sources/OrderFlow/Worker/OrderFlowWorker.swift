@@ -295,17 +295,17 @@ public final class OrderFlowWorker: Service, Sendable {
                 [
                     "orderflow.order": "\(plan.orderID)", "orderflow.device": "\(plan.device)",
                     "orderflow.event": "\(delivery.event)", "orderflow.seq": "\(delivery.seq)",
-                    "orderflow.merged": "\(delivery.merged)", "orderflow.outcome": "\(delivery.outcome)",
+                    "orderflow.merged": "\(delivery.merged)", "orderflow.outcome": "\(delivery.outcome.rawValue)",
                     "apns.token": "\(APNSTokenRedaction.redacted(suffix: delivery.tokenSuffix))",
                     "apns.status": "\(delivery.status.map(String.init) ?? "none")", "apns.reason": "\(delivery.reason ?? "")",
                 ]
             }
             switch delivery.outcome {
-            case "sent": logger.debug("push sent", metadata: metadata())
-            case "dead": logger.warning("push failed \(configuration.maximumAttempts) times; dead letter kept in deliveries", metadata: metadata())
-            case "token_dead": logger.info("APNs declared a token dead; nothing more is sent to it", metadata: metadata())
-            case "rejected": logger.warning("APNs rejected a payload; not retried", metadata: metadata())
-            default: logger.debug("push will be retried", metadata: metadata())
+            case .sent: logger.debug("push sent", metadata: metadata())
+            case .dead: logger.warning("push failed \(configuration.maximumAttempts) times; dead letter kept in deliveries", metadata: metadata())
+            case .tokenDead: logger.info("APNs declared a token dead; nothing more is sent to it", metadata: metadata())
+            case .rejected: logger.warning("APNs rejected a payload; not retried", metadata: metadata())
+            case .retry: logger.debug("push will be retried", metadata: metadata())
             }
         }
     }

@@ -36,7 +36,7 @@ struct DeliveryRow: Sendable, Hashable, Encodable {
     var apnsId: String?
     var status: Int?
     var reason: String?
-    var outcome: String
+    var outcome: DeliveryOutcome
     var attemptedAt: Double
     var latencyMs: Double?
 }
@@ -69,7 +69,7 @@ struct ActivityOutcome: Sendable, Hashable {
                 unfinished = true
                 return
             case .sent(let apnsID, let status, let answeredAt):
-                record(push, outcome: "sent", status: status, reason: nil, apnsID: apnsID, at: answeredAt)
+                record(push, outcome: .sent, status: status, reason: nil, apnsID: apnsID, at: answeredAt)
                 applySuccess(push, at: answeredAt)
             case .failed(let status, let reason, let action, let apnsID, let answeredAt):
                 applyFailure(push, status: status, reason: reason, action: action, apnsID: apnsID, at: answeredAt,
@@ -114,7 +114,7 @@ struct ActivityOutcome: Sendable, Hashable {
     ) {
         switch action {
         case .tokenDead:
-            record(push, outcome: "token_dead", status: status, reason: reason, apnsID: apnsID, at: time)
+            record(push, outcome: .tokenDead, status: status, reason: reason, apnsID: apnsID, at: time)
             switch push.tokenKind {
             case .activity:
                 state.clearUpdateToken = true
@@ -130,7 +130,7 @@ struct ActivityOutcome: Sendable, Hashable {
             let delay = max(retryAfter.map(\.inSeconds) ?? 0, configuration.backoff(afterFailures: state.failures))
             state.nextAttemptAt = time + delay
             revisitAt = state.nextAttemptAt
-            record(push, outcome: "retry", status: status, reason: reason, apnsID: apnsID, at: time)
+            record(push, outcome: .retry, status: status, reason: reason, apnsID: apnsID, at: time)
         case .retryWithBackoff, .refreshProviderToken:
             state.failures += 1
             if state.failures >= configuration.maximumAttempts {
@@ -138,27 +138,27 @@ struct ActivityOutcome: Sendable, Hashable {
                 // `deliveries retry` starts a fresh series.
                 state.failures = configuration.maximumAttempts
                 state.nextAttemptAt = nil
-                record(push, outcome: "dead", status: status, reason: reason, apnsID: apnsID, at: time)
+                record(push, outcome: .dead, status: status, reason: reason, apnsID: apnsID, at: time)
             } else {
                 // A refreshed provider token is usable at once: retry after the shortest delay.
                 let delay = action == .refreshProviderToken
                     ? configuration.backoff(afterFailures: 1) : configuration.backoff(afterFailures: state.failures)
                 state.nextAttemptAt = time + delay
                 revisitAt = state.nextAttemptAt
-                record(push, outcome: "retry", status: status, reason: reason, apnsID: apnsID, at: time)
+                record(push, outcome: .retry, status: status, reason: reason, apnsID: apnsID, at: time)
             }
         case .payloadRejected:
             // Never retried as is: the next transition brings another payload.
             state.lastSeq = max(state.lastSeq, push.seq)
-            record(push, outcome: "rejected", status: status, reason: reason, apnsID: apnsID, at: time)
+            record(push, outcome: .rejected, status: status, reason: reason, apnsID: apnsID, at: time)
         case .configurationError, .credentialsError:
             // Sending is paused for the whole worker; the order's commands stay.
             unfinished = true
-            record(push, outcome: "retry", status: status, reason: reason, apnsID: apnsID, at: time)
+            record(push, outcome: .retry, status: status, reason: reason, apnsID: apnsID, at: time)
         }
     }
 
-    private mutating func record(_ push: PlannedPush, outcome: String, status: Int?, reason: String?, apnsID: UUID?,
+    private mutating func record(_ push: PlannedPush, outcome: DeliveryOutcome, status: Int?, reason: String?, apnsID: UUID?,
                                  at time: Double)
     {
         deliveries.append(DeliveryRow(

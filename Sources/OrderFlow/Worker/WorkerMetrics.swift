@@ -9,17 +9,15 @@ import Metrics
 /// - `orderflow_push_latency_seconds`: transition commit to APNs' answer, per sent push.
 /// - `orderflow_queue_depth`: `activity_commands` rows, sampled periodically.
 struct WorkerMetrics: Sendable {
-    private let pushes: [String: Counter]
+    private let pushes: [DeliveryOutcome: Counter]
     private let mergedTransitions: Counter
     private let latency: Timer
     private let queueDepth: Gauge
 
-    static let outcomes = ["sent", "retry", "dead", "token_dead", "rejected"]
-
     init(factory: any MetricsFactory) {
-        var pushes: [String: Counter] = [:]
-        for outcome in Self.outcomes {
-            pushes[outcome] = Counter(label: "orderflow_pushes_total", dimensions: [("outcome", outcome)], factory: factory)
+        var pushes: [DeliveryOutcome: Counter] = [:]
+        for outcome in DeliveryOutcome.allCases {
+            pushes[outcome] = Counter(label: "orderflow_pushes_total", dimensions: [("outcome", outcome.rawValue)], factory: factory)
         }
         self.pushes = pushes
         mergedTransitions = Counter(label: "orderflow_merged_transitions_total", factory: factory)
@@ -29,7 +27,7 @@ struct WorkerMetrics: Sendable {
 
     func record(_ delivery: DeliveryRow) {
         pushes[delivery.outcome]?.increment()
-        guard delivery.outcome == "sent" else { return }
+        guard delivery.outcome == .sent else { return }
         mergedTransitions.increment(by: delivery.merged)
         if let latency = delivery.latencyMs {
             self.latency.recordNanoseconds(Int64(latency * 1_000_000))
