@@ -27,7 +27,9 @@ extension OrderFlowEngine {
             } else {
                 (version, workflow) = try await workflows.latest(named: request.workflow)
             }
-            let now = Date()
+            // As the database will store it (microseconds), so that the snapshot returned below
+            // equals what a later read gives.
+            let now = try Date(postgresText: Date().postgresText() ?? "", type: .timestamptz)
             let attributes = try workflow.validateAttributes(request.attributes, at: now)
             let input = try workflow.validateStartInput(request.input, at: now)
             let rendering = StoredRendering(try workflow.render(state: workflow.initialState, attributes: attributes, input: input, at: now))
@@ -65,8 +67,8 @@ extension OrderFlowEngine {
                 attributes.postgresJSON, rendering.content.postgresJSON, request.idempotencyKey, now,
                 input.postgresJSON, rendering.json.postgresJSON, request.actor)
             ).single().decode("created", as: Int.self)
-            let snapshot = try await orderSnapshot(request.orderID)
             if created == 0 {
+                let snapshot = try await orderSnapshot(request.orderID)
                 let key = try await pool.query(PostgresQuery(
                     "SELECT creation_key FROM orders WHERE merchant_id = $1 AND order_id = $2", merchantID, request.orderID)
                 ).single().decode("creation_key", as: String?.self)
@@ -88,6 +90,11 @@ extension OrderFlowEngine {
                 }
                 return snapshot
             }
+            // Everything the new row holds is known here: no need to read it back.
+            let snapshot = OrderSnapshot(
+                orderID: request.orderID, workflow: request.workflow, workflowVersion: version, state: workflow.initialState,
+                seq: 1, isFinal: workflow.isFinal(workflow.initialState), attributes: attributes, content: rendering.content,
+                createdAt: now, updatedAt: now, stateEnteredAt: now)
             orderCache.store(OrderCache.Entry(
                 workflowName: snapshot.workflow, workflowVersion: snapshot.workflowVersion, state: snapshot.state,
                 seq: snapshot.seq, attributes: snapshot.attributes, content: snapshot.content, createdAt: snapshot.createdAt,
