@@ -479,15 +479,3 @@ private final class AttemptLog: Sendable {
     var attempts: [[PushAttempt]] { storage.withLock { $0 } }
 }
 
-extension StopLatch {
-    /// Returns once set, or after `timeout`.
-    func wait(timeout: Duration) async {
-        if isSet { return }
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.wait() }
-            group.addTask { try? await Task.sleep(for: timeout) }
-            await group.next()
-            group.cancelAll()
-        }
-    }
-}

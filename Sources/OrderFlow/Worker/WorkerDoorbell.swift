@@ -37,7 +37,8 @@ final class WorkerDoorbell: Sendable {
         }
     }
 
-    private func waitForRing(after ticket: UInt64) async {
+    /// Returns after a ring later than `ticket`, or when the task is cancelled.
+    func waitForRing(after ticket: UInt64) async {
         let id = state.withLock { state in
             defer { state.nextWaiter &+= 1 }
             return state.nextWaiter
@@ -58,46 +59,24 @@ final class WorkerDoorbell: Sendable {
     }
 }
 
-/// A one-way latch: set once (graceful shutdown), awaited by whoever must react.
+/// A one-way latch, set once (graceful shutdown) and awaited by whoever must react: a doorbell
+/// rung at most once, waited on from before the first ring.
 final class StopLatch: Sendable {
-    private struct State {
-        var isSet = false
-        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
-        var nextWaiter: UInt64 = 0
-    }
+    private let bell = WorkerDoorbell()
 
-    private let state = Mutex(State())
-
-    var isSet: Bool { state.withLock { $0.isSet } }
+    var isSet: Bool { bell.ticket != 0 }
 
     func set() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            guard !state.isSet else { return [] }
-            state.isSet = true
-            defer { state.waiters = [:] }
-            return Array(state.waiters.values)
-        }
-        for waiter in waiters { waiter.resume() }
+        if !isSet { bell.ring() }  // a second, racing ring changes nothing: it stays set
     }
 
     /// Returns once set, or when the task is cancelled.
     func wait() async {
-        let id = state.withLock { state in
-            defer { state.nextWaiter &+= 1 }
-            return state.nextWaiter
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let now = state.withLock { state -> Bool in
-                    if state.isSet || Task.isCancelled { return true }
-                    state.waiters[id] = continuation
-                    return false
-                }
-                if now { continuation.resume() }
-            }
-        } onCancel: {
-            let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
-            waiter?.resume()
-        }
+        await bell.waitForRing(after: 0)
+    }
+
+    /// Returns once set, after `timeout`, or when the task is cancelled.
+    func wait(timeout: Duration) async {
+        await bell.wait(after: 0, timeout: timeout)
     }
 }
