@@ -30,51 +30,47 @@ public struct APNSSigningKey: Sendable, CustomStringConvertible, CustomDebugStri
     /// - Throws: ``APNSCredentialsError`` naming the path when the file is missing, unreadable, or
     ///   not a P-256 private key.
     public init(contentsOfFile path: String, keyID: String, teamID: String) throws {
-        guard FileManager.default.fileExists(atPath: path) else {
-            throw APNSCredentialsError(
-                code: .keyFileNotFound,
-                path: path,
-                message: "No APNs signing key at '\(path)'. Download the key (.p8) from the Apple Developer "
-                    + "account (Certificates, Identifiers & Profiles > Keys) and point the configuration at its path."
-            )
-        }
-        // A .p8 file is about 250 bytes. Refuse anything that is not a small regular file before
-        // reading it: a directory, a FIFO (reading would wait forever), /dev/zero (never ends).
-        let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
-        let attributes = try? FileManager.default.attributesOfItem(atPath: resolved)
-        let type = attributes?[.type] as? FileAttributeType
-        if type != .typeRegular {
-            let what = type == .typeDirectory ? "a directory" : "not a regular file"
-            throw APNSCredentialsError(
-                code: .keyFileUnreadable,
-                path: path,
-                message: "The APNs signing key path '\(path)' is \(what); give the path of the .p8 key file itself."
-            )
-        }
-        if let size = (attributes?[.size] as? NSNumber)?.intValue, size > Self.maximumKeyFileBytes {
-            throw APNSCredentialsError(
-                code: .invalidKey,
-                path: path,
-                message: "The file at '\(path)' is \(size) bytes, far more than an APNs signing key (.p8, about 250 bytes); "
-                    + "check that the path names the key Apple issued."
-            )
-        }
+        // A .p8 file is about 250 bytes: anything else is refused before it is read.
         let pem: String
-        do {
-            pem = try String(contentsOfFile: path, encoding: .utf8)
+        do throws(SmallTextFile.Problem) {
+            pem = try SmallTextFile.read(path, maximumBytes: Self.maximumKeyFileBytes)
         } catch {
-            throw APNSCredentialsError(
-                code: .keyFileUnreadable,
-                path: path,
-                message: "Could not read the APNs signing key at '\(path)': it must be a readable UTF-8 "
-                    + "text file (check its permissions for the user running OrderFlow)."
-            )
+            switch error {
+            case .missing:
+                throw APNSCredentialsError(
+                    code: .keyFileNotFound,
+                    path: path,
+                    message: "No APNs signing key at '\(path)'. Download the key (.p8) from the Apple Developer "
+                        + "account (Certificates, Identifiers & Profiles > Keys) and point the configuration at its path."
+                )
+            case .directory, .notRegularFile:
+                let what = error == .directory ? "a directory" : "not a regular file"
+                throw APNSCredentialsError(
+                    code: .keyFileUnreadable,
+                    path: path,
+                    message: "The APNs signing key path '\(path)' is \(what); give the path of the .p8 key file itself."
+                )
+            case .tooLarge(let size):
+                throw APNSCredentialsError(
+                    code: .invalidKey,
+                    path: path,
+                    message: "The file at '\(path)' is \(size) bytes, far more than an APNs signing key (.p8, about 250 bytes); "
+                        + "check that the path names the key Apple issued."
+                )
+            case .unreadable, .notText:
+                throw APNSCredentialsError(
+                    code: .keyFileUnreadable,
+                    path: path,
+                    message: "Could not read the APNs signing key at '\(path)': it must be a readable UTF-8 "
+                        + "text file (check its permissions for the user running OrderFlow)."
+                )
+            }
         }
         try self.init(pemRepresentation: pem, keyID: keyID, teamID: teamID, path: path)
     }
 
     /// Larger files are refused unread.
-    static let maximumKeyFileBytes = 64 * 1024
+    public static let maximumKeyFileBytes = 64 * 1024
 
     private init(pemRepresentation: String, keyID: String, teamID: String, path: String?) throws {
         try Self.validate(keyID: keyID, teamID: teamID, path: path)

@@ -236,18 +236,20 @@ struct APNSSettings {
 
         let keySource = source(flags.apnsKey, "--apns-key", "ORDERFLOW_APNS_KEY")
         self.keySource = keySource
-        guard FileManager.default.fileExists(atPath: keyPath) else {
+        // Checked here, before anything connects, in the words of the setting; the key itself is
+        // parsed when the client starts (and its errors name the file too).
+        switch SmallTextFile.problem(at: keyPath, maximumBytes: APNSSigningKey.maximumKeyFileBytes) {
+        case .missing?:
             throw CLIError(.usage, "\(keySource) names \(keyPath), which does not exist",
                            remedy: "download the key (.p8) from the Apple Developer account and give its path")
-        }
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: keyPath, isDirectory: &isDirectory), isDirectory.boolValue {
+        case .directory?:
             throw CLIError(.usage, "\(keySource) names \(keyPath), which is a directory",
                            remedy: "give the path of the .p8 key file itself")
-        }
-        guard FileManager.default.isReadableFile(atPath: keyPath) else {
+        case .unreadable?:
             throw CLIError(.usage, "\(keySource) names \(keyPath), which this user cannot read",
                            remedy: "make it readable by the user running the worker (and only by it: chmod 600 \(keyPath))")
+        case .notRegularFile?, .tooLarge?, .notText?, nil:
+            break  // the key's own check, when it is loaded, says exactly what is wrong with it
         }
         keyPermissionWarning = Self.keyPermissionWarning(path: keyPath)
 
@@ -258,12 +260,7 @@ struct APNSSettings {
             if let caPath = value(flags.apnsCA, "ORDERFLOW_APNS_CA") {
                 let caSource = flags.apnsCA != nil ? "--apns-ca" : "ORDERFLOW_APNS_CA"
                 // Only a regular file of reasonable size: a FIFO or a device would never end.
-                let attributes = try? FileManager.default.attributesOfItem(
-                    atPath: URL(fileURLWithPath: caPath).resolvingSymlinksInPath().path)
-                guard attributes?[.type] as? FileAttributeType == .typeRegular,
-                      ((attributes?[.size] as? NSNumber)?.intValue ?? 0) <= 1_048_576,
-                      let pem = try? String(contentsOfFile: caPath, encoding: .utf8)
-                else {
+                guard let pem = try? SmallTextFile.read(caPath, maximumBytes: 1_048_576) else {
                     throw CLIError(.usage, "\(caSource) names \(caPath), which cannot be read",
                                    remedy: "give the path of the endpoint's CA certificate in PEM form")
                 }
