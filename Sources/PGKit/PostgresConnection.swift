@@ -25,7 +25,7 @@ public actor PostgresConnection {
     private init(configuration: PostgresConfiguration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
-        self.executor = ThreadExecutor(name: "pg \(configuration.target.hostAndPort)")
+        self.executor = ThreadExecutor(name: "pg connection")
     }
 
     deinit {

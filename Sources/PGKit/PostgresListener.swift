@@ -83,6 +83,7 @@ public final class PostgresListener: Service, Sendable {
     private var isStopping: Bool { state.withLock { $0.stopping } }
 
     private func loop() {
+        nameCurrentThread("pg listen")
         var attempt = 0
         var everConnected = false
         while !isStopping {
