@@ -29,6 +29,13 @@ public struct APNSJSONObject: Sendable, Hashable {
         try self.init(json: json, describing: "the JSON text")
     }
 
+    /// JSON text of an object that the caller (in this package) has just serialised itself, with
+    /// its top-level keys: nothing to parse again. The worker builds one per push.
+    package init(serializedObject text: String, keys: Set<String>) {
+        self.bytes = Array(text.utf8)
+        self.keys = keys
+    }
+
     private init(json: Data, describing source: String) throws {
         guard let object = try? JSONSerialization.jsonObject(with: json, options: []) as? [String: Any] else {
             throw APNSPayloadError.invalid("\(source) does not encode to a JSON object ({…}); content state and attributes must be objects.")

@@ -213,9 +213,12 @@ extension LiveActivityPayload.Event {
 }
 
 extension APNSJSONObject {
-    /// The app-shaped JSON of a rendered value (an object).
+    /// The app-shaped JSON of a rendered value (an object), serialised once: not parsed back.
     init(value: JSONValue) throws {
-        try self.init(json: Data(value.jsonString.utf8))
+        guard case .object(let members) = value else {
+            throw APNSPayloadError.invalid("a \(value.typeName) is not a JSON object ({…}); content state and attributes must be objects.")
+        }
+        self.init(serializedObject: value.jsonString, keys: Set(members.keys))
     }
 }
 
