@@ -27,9 +27,8 @@ extension OrderFlowEngine {
             } else {
                 (version, workflow) = try await workflows.latest(named: request.workflow)
             }
-            // As the database will store it (microseconds), so that the snapshot returned below
-            // equals what a later read gives.
-            let now = try Date(postgresText: Date().postgresText() ?? "", type: .timestamptz)
+            // As stored: the snapshot returned below equals what a later read gives.
+            let now = Date().asStoredByPostgres
             let attributes = try workflow.validateAttributes(request.attributes, at: now)
             let input = try workflow.validateStartInput(request.input, at: now)
             let rendering = StoredRendering(try workflow.render(state: workflow.initialState, attributes: attributes, input: input, at: now))
@@ -38,9 +37,8 @@ extension OrderFlowEngine {
             var startOverhead: Int?
             if workflow.startsByPush {
                 do {
-                    let start = try workflow.renderStart(attributes: attributes, input: input, at: now)
-                    // What the push-to-start adds to the content, kept for the advances' checks.
-                    startOverhead = start.apnsPayload().jsonByteCount - start.update.contentState.jsonByteCount
+                    // Kept for the advances' checks (`checkPushToStartFits`).
+                    startOverhead = try workflow.renderStart(attributes: attributes, input: input, at: now).bytesBesidesContent
                 } catch let error as RenderError where error.code == .payloadTooLarge {
                     throw OrderFlowError(
                         .invalidInput,
@@ -234,7 +232,8 @@ extension OrderFlowEngine {
         } catch {
             throw Self.translate(error, orderID: orderID, workflow: workflow)
         }
-        let now = Date()
+        // As stored: the snapshot and record returned equal what a later read (or a replay) gives.
+        let now = Date().asStoredByPostgres
         let validInput = try workflow.validateInput(input, for: transition, at: now)
         let rendering = StoredRendering(try workflow.render(
             transition: transition, attributes: known.attributes, validatedInput: validInput, previous: known.content, at: now))

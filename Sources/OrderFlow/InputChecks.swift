@@ -102,8 +102,8 @@ extension OrderFlowEngine {
             if let measured = known.startOverhead {
                 overhead = measured
             } else {
-                let empty = try workflow.renderStart(in: state, attributes: known.attributes, input: [:], previous: [:], at: time)
-                overhead = empty.apnsPayload().jsonByteCount - 2  // without the "{}" content
+                overhead = try workflow.renderStart(in: state, attributes: known.attributes, input: [:], previous: [:], at: time)
+                    .bytesBesidesContent
                 known.startOverhead = overhead
             }
             // A stale date and a relevance score add at most this much in another state.
@@ -116,6 +116,12 @@ extension OrderFlowEngine {
                 "order \(Self.shown(orderID)) cannot go to \(state): a device that starts its Live Activity there would be sent a push-to-start over APNs' \(APNSLimits.maximumPayloadSize)-byte limit (the order's attributes, the start alert and this content together); shorten the text values given")
         }
     }
+}
+
+extension RenderedActivityStart {
+    /// The payload's bytes besides the content state: attributes, start alert, dates. Measured
+    /// at creation (or on an order's first keyless advance) and kept in the order cache.
+    var bytesBesidesContent: Int { apnsPayload().jsonByteCount - update.contentState.jsonByteCount }
 }
 
 /// A rendered ContentState with its JSON text, measured once.

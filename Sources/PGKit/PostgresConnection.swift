@@ -319,9 +319,8 @@ func withCStringArray<R>(_ strings: [String], _ body: ([UnsafePointer<CChar>?]) 
 /// NUL-terminated copies of `strings` (nil stays a null pointer), all in one buffer: a
 /// statement's parameters cost one allocation, not one each.
 func withOptionalCStringArray<R>(_ strings: [String?], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
-    var size = 0
-    for string in strings { size += string.map { $0.utf8.count + 1 } ?? 0 }
-    return withUnsafeTemporaryAllocation(of: CChar.self, capacity: max(size, 1)) { buffer in
+    let size = strings.reduce(0) { $0 + ($1.map { $0.utf8.count + 1 } ?? 0) }
+    return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(size, 1)) { buffer in
         var pointers: [UnsafePointer<CChar>?] = []
         pointers.reserveCapacity(strings.count)
         var offset = 0
@@ -330,23 +329,10 @@ func withOptionalCStringArray<R>(_ strings: [String?], _ body: ([UnsafePointer<C
                 pointers.append(nil)
                 continue
             }
-            let start = buffer.baseAddress! + offset
-            let count = string.utf8.withContiguousStorageIfAvailable { bytes in
-                if let base = bytes.baseAddress, bytes.count > 0 {
-                    UnsafeRawPointer(base).withMemoryRebound(to: CChar.self, capacity: bytes.count) { start.update(from: $0, count: bytes.count) }
-                }
-                return bytes.count
-            } ?? {
-                var written = 0
-                for byte in string.utf8 {
-                    start[written] = CChar(bitPattern: byte)
-                    written += 1
-                }
-                return written
-            }()
-            start[count] = 0
-            pointers.append(UnsafePointer(start))
-            offset += count + 1
+            let written = UnsafeMutableBufferPointer(rebasing: buffer[offset...]).initialize(from: string.utf8).1
+            buffer[offset + written] = 0
+            pointers.append(UnsafeRawPointer(buffer.baseAddress! + offset).assumingMemoryBound(to: CChar.self))
+            offset += written + 1
         }
         return body(pointers)
     }

@@ -66,7 +66,6 @@ public final class PostgresListener: Service, Sendable {
         }
         guard first else { return }
         let thread = Thread { [self] in self.loop() }
-        thread.name = "pg listen"
         thread.start()
     }
 

@@ -44,5 +44,4 @@ public struct PostgresQuery: Sendable {
         guard case .literal(let literal) = text, literal.hasPointerRepresentation else { return nil }
         return UInt(bitPattern: literal.utf8Start)
     }
-
 }

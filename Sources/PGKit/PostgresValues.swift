@@ -177,6 +177,12 @@ extension UUID: PostgresDecodable, PostgresBindable {
     public func postgresText() -> String? { uuidString.lowercased() }
 }
 
+extension Date {
+    /// This instant as a `timestamptz` column stores it (whole microseconds): a value returned
+    /// from what was just written equals what a later read of the row gives.
+    public var asStoredByPostgres: Date { PostgresTimestamp.parse(PostgresTimestamp.format(self)) ?? self }
+}
+
 extension Date: PostgresDecodable, PostgresBindable {
     /// Reads `timestamptz` in the ISO style every connection selects (`2026-11-22 13:07:22.5+00`).
     public init(postgresText text: String, type: PostgresType) throws(PostgresDecodingFailure) {

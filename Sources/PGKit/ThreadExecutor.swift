@@ -17,7 +17,6 @@ final class ThreadExecutor: SerialExecutor, @unchecked Sendable {
     init(name: String) {
         self.name = name
         let thread = Thread { [self] in self.runLoop() }
-        thread.name = name
         thread.stackSize = 1 << 20
         thread.start()
     }

@@ -12,7 +12,6 @@ import WorkflowKit
 /// sustained load and restarted; and two migrates, two workers and dozens of CLI users at once.
 @Suite("Reliability: processes", .serialized)
 struct ReliabilityProcessTests {
-    static let bundleID = "com.example.orders"
 
     /// Seeded, so that a failing run can be repeated (`ORDERFLOW_RELIABILITY_SEED`).
     static var seed: UInt64 {
@@ -21,7 +20,7 @@ struct ReliabilityProcessTests {
 
     @Test(.timeLimit(.minutes(4)))
     func workersKilledAtRandomLoseNothing() async throws {
-        let setup = try await Setup.make(prefix: "kills")
+        let setup = try await WorkerProcessSetup.make(prefix: "kills")
         let engine = setup.engine
         setup.apns.setResponseDelay(.milliseconds(30))  // keeps sends in flight when a kill lands
 
@@ -41,7 +40,7 @@ struct ReliabilityProcessTests {
                             number += 1
                             try await setup.createOrder(orderID, token: EngineFixture.token(client * 10_000 + number))
                             created.withLock { $0.append(orderID) }
-                            for (target, input) in Setup.steps {
+                            for (target, input) in WorkerProcessSetup.steps {
                                 _ = try await engine.advance(orderID, to: target, input: input)
                                 transitions.withLock { $0 += 1 }
                                 try await Task.sleep(for: .milliseconds(40))
@@ -107,7 +106,7 @@ struct ReliabilityProcessTests {
         async let secondApply = cli.run("workflow", "apply", Fixtures.foodOrder)
         for result in try await [firstApply, secondApply] { #expect(result.status == 0, "\(result)") }
 
-        let setup = try await Setup.make(database: database, cli: cli, applyWorkflow: false)
+        let setup = try await WorkerProcessSetup.make(database: database, cli: cli, applyWorkflow: false)
         let versions: Int = try await setup.engine.pool.query(PostgresQuery(
             "SELECT count(*) AS n FROM workflow_versions WHERE name = 'food-order'")).single().decode("n")
         #expect(versions == 1)
@@ -121,7 +120,7 @@ struct ReliabilityProcessTests {
         let workers = [try setup.cli.start(setup.workerArguments), try setup.cli.start(setup.workerArguments)]
         var losers = 0
         var processes = 0
-        for (target, input) in Setup.steps {
+        for (target, input) in WorkerProcessSetup.steps {
             var arguments = ["advance", "", target]
             if let eta = input["eta"]?.stringValue { arguments += ["--eta", eta] }
             if let driver = input["driver"]?.stringValue { arguments += ["--driver", driver] }
@@ -186,78 +185,5 @@ struct ReliabilityProcessTests {
         #expect(audit.lost == 0, "\(audit)")
         #expect(audit.duplicated == 0, "two live workers must never send the same push twice: \(audit)")
         try await setup.shutdown()
-    }
-}
-
-/// A migrated database with `food-order`, an engine, the APNs stand-in and a key file for
-/// `orderflow worker run`.
-private struct Setup: Sendable {
-    let engine: OrderFlowEngine
-    let apns: LocalAPNSServer
-    let cli: CLI
-    let workerArguments: [String]
-    let tokens = LockedValue<[String]>([])
-
-    static let steps: [(String, JSONValue)] = [
-        ("accept", [:]), ("ready", [:]), ("dispatch", ["eta": "+10m", "driver": "Kim"]), ("deliver", [:]),
-    ]
-
-    static func make(prefix: String) async throws -> Setup {
-        let database = try await TestDatabase.fresh(prefix: prefix)
-        _ = try await Schema.migrate(database)
-        return try await make(database: database, cli: try CLI(databaseURL: database.connectionString), applyWorkflow: true)
-    }
-
-    static func make(database: PostgresConfiguration, cli: CLI, applyWorkflow: Bool) async throws -> Setup {
-        let engine = OrderFlowEngine(configuration: OrderFlowConfiguration(database: database, maximumConnections: 6))
-        if applyWorkflow {
-            _ = try await engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
-        }
-        let key = P256.Signing.PrivateKey()
-        let apns = try LocalAPNSServer(configuration: .init(
-            signingKeys: [.init(keyID: "KEY1234567", teamID: "TEAM123456", publicKey: key.publicKey)],
-            acceptedBundleIDs: [ReliabilityProcessTests.bundleID]))
-        try await apns.start()
-        let keyFile = try Fixtures.file("AuthKey.p8", key.pemRepresentation)
-        chmod(keyFile, 0o600)
-        let caFile = try Fixtures.file("ca.pem", apns.trustRootPEM)
-        return Setup(engine: engine, apns: apns, cli: cli, workerArguments: [
-            "worker", "run", "--apns-key", keyFile, "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
-            "--apns-topic", ReliabilityProcessTests.bundleID, "--apns-url", apns.baseURL, "--apns-ca", caFile,
-            "--lease", "2", "--connections", "3",
-        ])
-    }
-
-    /// A food order whose app registered its activity's token.
-    func createOrder(_ orderID: String, token: String) async throws {
-        _ = try await engine.createOrder(NewOrder(orderID: orderID, workflow: "food-order",
-            attributes: ["merchantName": "Fault Kitchen", "orderNumber": .string(orderID), "itemCount": 1]))
-        try await engine.registerActivityToken(orderID: orderID, deviceID: "phone-\(orderID)", token: token)
-        tokens.withLock { $0.append(token) }
-    }
-
-    func leasedOrders() async throws -> Int {
-        try await engine.pool.query(PostgresQuery(
-            "SELECT count(*) AS n FROM orders WHERE dispatch_lease_until > now()")).single().decode("n")
-    }
-
-    func deadLetters() async throws -> Int {
-        try await engine.pool.query(PostgresQuery("SELECT count(*) AS n FROM deliveries WHERE outcome = 'dead'")).single().decode("n")
-    }
-
-    func waitUntilDrained(timeout: Duration) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let pending: Int = try await engine.pool.query(PostgresQuery("SELECT count(*) AS n FROM activity_commands"))
-                .single().decode("n")
-            if pending == 0 { return }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        Issue.record("commands were left unsent after \(timeout)")
-    }
-
-    func shutdown() async throws {
-        try await apns.stop()
-        await engine.shutdown()
     }
 }

@@ -11,29 +11,12 @@ import WorkflowKit
 /// a second worker re-claims the leased orders after the lease and nothing is lost.
 @Suite("orderflow worker run, killed")
 struct WorkerProcessTests {
-    static let bundleID = "com.example.orders"
 
     @Test(.timeLimit(.minutes(3)))
     func aKilledWorkerLosesNothing() async throws {
-        let database = try await TestDatabase.fresh(prefix: "kill")
-        _ = try await Schema.migrate(database)
-        let engine = OrderFlowEngine(configuration: OrderFlowConfiguration(database: database, maximumConnections: 4))
-        _ = try await engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
-
-        // The APNs stand-in, trusting a key written to a private .p8 file for the worker.
-        let key = P256.Signing.PrivateKey()
-        let apns = try LocalAPNSServer(configuration: .init(
-            signingKeys: [.init(keyID: "KEY1234567", teamID: "TEAM123456", publicKey: key.publicKey)],
-            acceptedBundleIDs: [Self.bundleID]))
-        try await apns.start()
-        let keyFile = try Fixtures.file("AuthKey.p8", key.pemRepresentation)
-        chmod(keyFile, 0o600)
-        let caFile = try Fixtures.file("ca.pem", apns.trustRootPEM)
-        let cli = try CLI(databaseURL: database.connectionString)
-        let arguments = [
-            "worker", "run", "--apns-key", keyFile, "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
-            "--apns-topic", Self.bundleID, "--apns-url", apns.baseURL, "--apns-ca", caFile, "--lease", "2",
-        ]
+        // A database with food-order, the APNs stand-in and the worker's key, CA and arguments.
+        let setup = try await WorkerProcessSetup.make(prefix: "kill")
+        let (engine, apns, cli, arguments) = (setup.engine, setup.apns, setup.cli, setup.workerArguments)
 
         // Orders whose every transition becomes a push to an app-registered activity.
         let orders = (0..<24).map { "K\($0)" }
@@ -47,12 +30,11 @@ struct WorkerProcessTests {
         apns.setResponseDelay(.milliseconds(400))
         let first = try cli.start(arguments)
         // Drive every order to delivered while the first worker runs, then kill it mid-stream.
-        let steps: [(String, JSONValue)] = [("accept", [:]), ("ready", [:]), ("dispatch", ["eta": "+10m", "driver": "Kim"]), ("deliver", [:])]
-        for (stepIndex, (target, input)) in steps.enumerated() {
+        for (stepIndex, (target, input)) in WorkerProcessSetup.steps.enumerated() {
             for order in orders { _ = try await engine.advance(order, to: target, input: input) }
             if stepIndex == 1 {
                 // Wait until the worker holds leases, then kill it without warning.
-                let leased = try await waitForLeases(engine)
+                let leased = try await waitForLeases(setup)
                 #expect(leased > 0, "the first worker never claimed anything")
                 kill(first.process.processIdentifier, SIGKILL)
             }
@@ -60,8 +42,7 @@ struct WorkerProcessTests {
         let killed = try await first.finish()
         #expect(killed.status == SIGKILL || killed.status == 128 + SIGKILL || killed.status == 9, "\(killed)")
 
-        let leftLeased = try await engine.pool.query(PostgresQuery(
-            "SELECT count(*) AS n FROM orders WHERE dispatch_lease_until > now()")).single().decode("n", as: Int.self)
+        let leftLeased = try await setup.leasedOrders()
         #expect(leftLeased > 0, "the killed worker should have left leased orders behind")
         apns.setResponseDelay(nil)
         let second = try cli.start(arguments)
@@ -88,14 +69,12 @@ struct WorkerProcessTests {
             duplicates += max(0, ends.count - 1)
         }
         print("killed worker: \(leftLeased) orders left leased, all \(orders.count) delivered, \(duplicates) ends sent twice")
-        try await apns.stop()
-        await engine.shutdown()
+        try await setup.shutdown()
     }
 
-    private func waitForLeases(_ engine: OrderFlowEngine) async throws -> Int {
+    private func waitForLeases(_ setup: WorkerProcessSetup) async throws -> Int {
         for _ in 0..<200 {
-            let leased = try await engine.pool.query(PostgresQuery(
-                "SELECT count(*) AS n FROM orders WHERE dispatch_lease_until > now()")).single().decode("n", as: Int.self)
+            let leased = try await setup.leasedOrders()
             if leased > 0 { return leased }
             try await Task.sleep(for: .milliseconds(25))
         }
