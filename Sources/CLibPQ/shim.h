@@ -9,5 +9,27 @@
 static inline void orderflow_name_thread(const char *name) {
     prctl(PR_SET_NAME, name, 0, 0, 0);
 }
+
+#include <sys/epoll.h>
+/* `struct epoll_event` is packed on x86-64, which Swift cannot lay out: arm and wait here. */
+static inline int orderflow_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+
+/* Watches `fd` for one event (readable, and writable if asked; errors and hang-ups always). */
+static inline int orderflow_epoll_arm(int epfd, int fd, int writable) {
+    struct epoll_event event;
+    event.events = EPOLLIN | (writable ? EPOLLOUT : 0) | EPOLLONESHOT;
+    event.data.fd = fd;
+    if (epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &event) == 0) return 0;
+    return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &event);
+}
+
+/* Waits for events and stores the descriptors that have one; returns how many (or -1). */
+static inline int orderflow_epoll_wait(int epfd, int *fds, int capacity) {
+    struct epoll_event events[64];
+    if (capacity > 64) capacity = 64;
+    int count = epoll_wait(epfd, events, capacity, -1);
+    for (int i = 0; i < count; i++) fds[i] = events[i].data.fd;
+    return count;
+}
 #endif
 #endif

@@ -13,13 +13,13 @@ extension OrderFlowEngine {
             let token = try Self.normalizedToken(token)
             try await checkAttributesTypeIsKnown(attributesType)
             try await pool.transaction { [merchantID] connection in
-                try connection.query(PostgresQuery("""
+                try await connection.query(PostgresQuery("""
                     INSERT INTO push_to_start_tokens (merchant_id, device_id, attributes_type, token)
                     VALUES ($1, $2, $3, $4)
                     ON CONFLICT (merchant_id, device_id, attributes_type)
                     DO UPDATE SET token = EXCLUDED.token, invalid_at = NULL, updated_at = now()
                     """, merchantID, deviceID, attributesType, token))
-                try connection.query(PostgresQuery("""
+                try await connection.query(PostgresQuery("""
                     INSERT INTO activity_commands (merchant_id, order_id, seq, kind, device_id)
                     SELECT a.merchant_id, a.order_id, o.seq, 'sync', a.device_id
                     FROM activities a JOIN orders o ON o.merchant_id = a.merchant_id AND o.order_id = a.order_id
@@ -73,13 +73,13 @@ extension OrderFlowEngine {
             try Self.validateIdentifier(orderID, what: "order id")
             try Self.validateIdentifier(deviceID, what: "device id")
             try await pool.transaction { [merchantID] connection in
-                let removed = try connection.query(PostgresQuery(
+                let removed = try await connection.query(PostgresQuery(
                     "DELETE FROM order_followers WHERE merchant_id = $1 AND order_id = $2 AND device_id = $3",
                     merchantID, orderID, deviceID)).affectedRows
                 guard removed > 0 else {
                     throw OrderFlowError(.notFound, "device \(Self.shown(deviceID)) does not follow order \(Self.shown(orderID)); nothing to undo")
                 }
-                try connection.query(PostgresQuery("""
+                try await connection.query(PostgresQuery("""
                     UPDATE activities SET status = 'gone', update_token = NULL
                     WHERE merchant_id = $1 AND order_id = $2 AND device_id = $3 AND status <> 'ended'
                     """, merchantID, orderID, deviceID))
@@ -89,16 +89,16 @@ extension OrderFlowEngine {
 
     private func follow(orderID: String, deviceID: String, activityToken: String?) async throws {
         let followed = try await pool.transaction { [merchantID] connection -> Bool in
-            let seq = try connection.query(PostgresQuery(
+            let seq = try await connection.query(PostgresQuery(
                 "SELECT seq FROM orders WHERE merchant_id = $1 AND order_id = $2 FOR SHARE", merchantID, orderID)
             ).first?.decode("seq", as: Int.self)
             guard let seq else { return false }
-            try connection.query(PostgresQuery("""
+            try await connection.query(PostgresQuery("""
                 INSERT INTO order_followers (merchant_id, order_id, device_id) VALUES ($1, $2, $3)
                 ON CONFLICT DO NOTHING
                 """, merchantID, orderID, deviceID))
             if let activityToken {
-                try connection.query(PostgresQuery("""
+                try await connection.query(PostgresQuery("""
                     INSERT INTO activities (merchant_id, order_id, device_id, status, update_token, token_updated_at, started_at)
                     VALUES ($1, $2, $3, 'active', $4, now(), now())
                     ON CONFLICT (merchant_id, order_id, device_id) DO UPDATE
@@ -107,12 +107,12 @@ extension OrderFlowEngine {
                         started_at = COALESCE(activities.started_at, now())
                     """, merchantID, orderID, deviceID, activityToken))
             } else {
-                try connection.query(PostgresQuery("""
+                try await connection.query(PostgresQuery("""
                     INSERT INTO activities (merchant_id, order_id, device_id, status) VALUES ($1, $2, $3, 'waiting')
                     ON CONFLICT DO NOTHING
                     """, merchantID, orderID, deviceID))
             }
-            try connection.query(PostgresQuery("""
+            try await connection.query(PostgresQuery("""
                 INSERT INTO activity_commands (merchant_id, order_id, seq, kind, device_id) VALUES ($1, $2, $3, 'sync', $4)
                 """, merchantID, orderID, seq, deviceID))
             return true

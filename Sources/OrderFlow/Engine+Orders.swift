@@ -127,7 +127,7 @@ extension OrderFlowEngine {
             try Self.validateIdentifier(expectedState, what: "expected state")
             try Self.validateIdentifier(actor, what: "actor")
             // The read, the checks, the rendering and the write happen in one visit to a
-            // pooled connection's thread: two statements, no other hops.
+            // pooled connection (isolated to it): at most two statements, no other hops.
             let started = Date()
             let outcome = try await pool.withConnection { [self] connection in
                 try await connection.run { connection in
@@ -177,7 +177,7 @@ extension OrderFlowEngine {
                 // The cache was stale, or another caller won a race: read and decide again, but
                 // report a conflict if the order changed after this call began.
                 orderCache.forget(orderID)
-                let updatedAt = try connection.query(PostgresQuery(
+                let updatedAt = try await connection.query(PostgresQuery(
                     "SELECT updated_at FROM orders WHERE merchant_id = $1 AND order_id = $2", merchantID, orderID)
                 ).first?.decode("updated_at", as: Date.self)
                 if let updatedAt, updatedAt >= started { return outcome }
@@ -186,7 +186,7 @@ extension OrderFlowEngine {
                 orderCache.forget(orderID)
             }
         }
-        let current = try connection.query(PostgresQuery("""
+        let current = try await connection.query(PostgresQuery("""
             SELECT o.workflow_name, o.workflow_version, o.state, o.seq, o.attributes, o.content, o.created_at,
                    (SELECT t.seq FROM order_transitions t
                      WHERE t.merchant_id = o.merchant_id AND t.order_id = o.order_id AND t.idempotency_key = $3) AS replay_seq
@@ -216,7 +216,7 @@ extension OrderFlowEngine {
         input: JSONValue, idempotencyKey: String?, expectedState: String?, actor: String?
     ) async throws -> AdvanceOutcome {
         let state = known.state
-        let workflow = try workflows.workflow(named: known.workflowName, version: known.workflowVersion, on: connection)
+        let workflow = try await workflows.workflow(named: known.workflowName, version: known.workflowVersion, on: connection)
         if let expectedState, expectedState.lowercased() != state.lowercased() {
             guard workflow.states.contains(where: { $0.name.lowercased() == expectedState.lowercased() }) else {
                 throw OrderFlowError(
@@ -242,7 +242,7 @@ extension OrderFlowEngine {
         try checkPushToStartFits(orderID: orderID, workflow: workflow, state: transition.to, known: &known, content: content, at: now)
         let written: PostgresRows
         do throws(PostgresError) {
-            written = try connection.query(PostgresQuery("""
+            written = try await connection.query(PostgresQuery("""
                 WITH moved AS (
                     UPDATE orders SET state = $3, seq = seq + 1, content = $4::jsonb, updated_at = $5, state_entered_at = $5
                     WHERE merchant_id = $1 AND order_id = $2 AND seq = $6

@@ -87,7 +87,7 @@ extension OrderFlowEngine {
     public func retryDelivery(id: Int64) async throws {
         try await translatingErrors {
             let requeued = try await pool.transaction { [merchantID] connection -> Bool in
-                let row = try connection.query(PostgresQuery("""
+                let row = try await connection.query(PostgresQuery("""
                     UPDATE deliveries SET retried_at = now()
                     WHERE merchant_id = $1 AND id = $2 AND outcome = 'dead' AND retried_at IS NULL
                     RETURNING order_id, device_id
@@ -95,11 +95,11 @@ extension OrderFlowEngine {
                 guard let row else { return false }
                 let orderID: String = try row.decode("order_id")
                 let deviceID: String = try row.decode("device_id")
-                try connection.query(PostgresQuery("""
+                try await connection.query(PostgresQuery("""
                     UPDATE activities SET failures = 0, next_attempt_at = NULL
                     WHERE merchant_id = $1 AND order_id = $2 AND device_id = $3
                     """, merchantID, orderID, deviceID))
-                try connection.query(PostgresQuery("""
+                try await connection.query(PostgresQuery("""
                     INSERT INTO activity_commands (merchant_id, order_id, seq, kind, device_id)
                     SELECT merchant_id, order_id, seq, 'retry', $3 FROM orders WHERE merchant_id = $1 AND order_id = $2
                     """, merchantID, orderID, deviceID))

@@ -56,9 +56,9 @@ public actor WorkflowCatalog {
         let applied = try await translatingErrors {
             try await pool.transaction { connection in
                 // Serialise applies of one workflow so that version numbers never collide.
-                try connection.query(PostgresQuery(
+                try await connection.query(PostgresQuery(
                     "SELECT pg_advisory_xact_lock(hashtext($1 || '/' || $2))", merchantID, workflow.name))
-                let latest = try connection.query(PostgresQuery("""
+                let latest = try await connection.query(PostgresQuery("""
                     SELECT version, checksum = encode(sha256(convert_to($3, 'UTF8')), 'hex') AS same
                     FROM workflow_versions WHERE merchant_id = $1 AND name = $2
                     ORDER BY version DESC LIMIT 1
@@ -67,7 +67,7 @@ public actor WorkflowCatalog {
                     return AppliedWorkflow(name: workflow.name, version: try latest.decode("version"), created: false)
                 }
                 let version = (try latest?.decode("version", as: Int.self) ?? 0) + 1
-                try connection.query(PostgresQuery("""
+                try await connection.query(PostgresQuery("""
                     INSERT INTO workflow_versions (merchant_id, name, version, definition, source, checksum)
                     VALUES ($1, $2, $3, $4::text::jsonb, $5, encode(sha256(convert_to($4::text, 'UTF8')), 'hex'))
                     """, merchantID, workflow.name, version, canonical, yaml))
@@ -91,9 +91,9 @@ public actor WorkflowCatalog {
 
     /// A version read through a connection the caller already holds (a pool of one
     /// connection must not need a second one), parsed once and cached.
-    func workflow(named name: String, version: Int, on connection: isolated PostgresConnection) throws -> Workflow {
+    func workflow(named name: String, version: Int, on connection: isolated PostgresConnection) async throws -> Workflow {
         if let cached = cachedWorkflow(named: name, version: version) { return cached }
-        guard let row = try connection.query(PostgresQuery(
+        guard let row = try await connection.query(PostgresQuery(
             "SELECT source FROM workflow_versions WHERE merchant_id = $1 AND name = $2 AND version = $3",
             merchantID, name, version)).first
         else {

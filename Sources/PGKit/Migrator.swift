@@ -146,8 +146,8 @@ public struct Migrator: Sendable {
             logger.info("applying migration", metadata: ["migration": "\(migration.fileName)"])
             do {
                 try await connection.transaction { connection in
-                    try connection.query(PostgresQuery(unsafeSQL: migration.sql))
-                    try connection.query(PostgresQuery(
+                    try await connection.query(PostgresQuery(unsafeSQL: migration.sql))
+                    try await connection.query(PostgresQuery(
                         "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
                         migration.version, migration.name, checksum))
                 }

@@ -3,15 +3,16 @@ import Foundation
 import Logging
 import Synchronization
 
-/// One libpq connection, confined to a thread of its own.
+/// One libpq connection, confined to this actor.
 ///
-/// The actor's executor is a dedicated thread, so libpq's blocking calls never run on the Swift
-/// concurrency pool; callers simply `await` the methods. Statements written in the source are
-/// prepared on first use and reused. Use a `PostgresPool` to share connections.
+/// libpq runs in its non-blocking mode: a statement is sent, then the caller's task suspends
+/// until the socket has the answer (`SocketWaiter`), so nothing ever blocks a thread of the
+/// Swift concurrency pool and no connection needs a thread of its own. Only opening a
+/// connection blocks (name lookup, authentication, TLS): that runs on a short-lived thread.
+/// Statements on one connection run one at a time, in the order they were called; statements
+/// written in the source are prepared on first use and reused. Use a `PostgresPool` to share
+/// connections.
 public actor PostgresConnection {
-    private let executor: ThreadExecutor
-    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
-
     public nonisolated let configuration: PostgresConfiguration
     private let logger: Logger
     /// The `PGconn *`; `NativeConnection` is the one place that calls `PQfinish`.
@@ -19,17 +20,18 @@ public actor PostgresConnection {
     private var handle: OpaquePointer? { native.pointer }
     /// Prepared statements by `PostgresQuery.preparedKey`.
     private var preparedNames: [UInt: String] = [:]
-    /// Readable without a hop to the connection's thread: set once the connection broke or closed.
+    /// Readable without a hop to the actor: set once the connection broke or closed.
     nonisolated let health = ConnectionHealth()
+    /// A statement is between being sent and its last result. Another one waits its turn in
+    /// `queued`: the actor is reentrant at the socket waits, but libpq's protocol is not.
+    private var exchangeInFlight = false
+    private var queued: [CheckedContinuation<Void, Never>] = []
+    /// `close()` came while a statement was in flight: close when it ends.
+    private var closeRequested = false
 
     private init(configuration: PostgresConfiguration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
-        self.executor = ThreadExecutor(name: "pg connection")
-    }
-
-    deinit {
-        executor.shutdown()
     }
 
     /// Opens a connection. Fails with `.invalidConfiguration` or `.connectionFailed`, whose
@@ -64,10 +66,15 @@ public actor PostgresConnection {
         }
     }
 
-    private func open() throws(PostgresError) {
-        let connection = configuration.openNativeConnection(applicationName: configuration.applicationName)
-        native.pointer = connection
-        guard let connection, PQstatus(connection) == CONNECTION_OK else {
+    private func open() async throws(PostgresError) {
+        let configuration = self.configuration
+        // libpq's connect blocks (name lookup, TCP, authentication, TLS): on a thread of its own,
+        // never on the concurrency pool. Connections are opened rarely; a thread each is cheap.
+        let opened = await onThreadOfItsOwn(named: "pg connect") {
+            NativeConnection(configuration.openNativeConnection(applicationName: configuration.applicationName))
+        }
+        native.pointer = opened.take()
+        guard let connection = handle, PQstatus(connection) == CONNECTION_OK else {
             let reason = handle.map { Self.connectionMessage($0) } ?? "out of memory"
             let target = configuration.target
             throw PostgresError(
@@ -78,17 +85,26 @@ public actor PostgresConnection {
                 context: target.hostAndPort)
         }
         PQsetNoticeReceiver(connection, { _, _ in }, nil)  // notices are not errors; keep stderr clean
+        guard PQsetnonblocking(connection, 1) == 0 else {
+            throw PostgresError(.connectionFailed, "cannot put the connection into non-blocking mode: \(Self.connectionMessage(connection))")
+        }
         // Fixed session settings so that values decode the same on every server.
-        let setup = PQexec(connection, "SET TimeZone TO 'UTC'; SET DateStyle TO 'ISO, YMD'; SET IntervalStyle TO 'iso_8601'")
-        defer { PQclear(setup) }
-        guard PQresultStatus(setup) == PGRES_COMMAND_OK else {
-            throw PostgresError(.connectionFailed, "the server refused the session settings: \(Self.connectionMessage(connection))")
+        do {
+            // Three statements in one round trip: only the simple protocol (unprepared) runs those.
+            try await query(PostgresQuery(unsafeSQL: "SET TimeZone TO 'UTC'; SET DateStyle TO 'ISO, YMD'; SET IntervalStyle TO 'iso_8601'"))
+        } catch {
+            throw PostgresError(.connectionFailed, "the server refused the session settings: \(error.message)")
         }
     }
 
-    /// Closes the connection; further use fails with `.connectionLost`.
+    /// Closes the connection; further use fails with `.connectionLost`. A statement in flight
+    /// is allowed to finish first (its socket is still being read); the connection closes then.
     public func close() {
         health.broken.store(true, ordering: .releasing)
+        if exchangeInFlight {
+            closeRequested = true
+            return
+        }
         native.finish()
         preparedNames = [:]
     }
@@ -97,7 +113,7 @@ public actor PostgresConnection {
     /// blocking (libpq keeps its socket non-blocking), so a connection the server closed while
     /// idle is noticed here rather than on the next statement.
     public func isUsable() -> Bool {
-        guard let handle else { return false }
+        guard let handle, !exchangeInFlight else { return false }
         if PQtransactionStatus(handle) != PQTRANS_IDLE { return false }
         // A terminated backend sends an error, then closes: read until nothing more is
         // waiting, so that the close itself (EOF) is seen too.
@@ -119,10 +135,7 @@ public actor PostgresConnection {
 
     /// Runs one statement with bound parameters and returns its rows.
     @discardableResult
-    public func query(_ query: PostgresQuery) throws(PostgresError) -> PostgresRows {
-        guard let connection = handle else {
-            throw PostgresError(.connectionLost, "the connection to PostgreSQL at \(configuration.target.hostAndPort) is closed")
-        }
+    public func query(_ query: PostgresQuery) async throws(PostgresError) -> PostgresRows {
         var parameters: [String?] = []
         parameters.reserveCapacity(query.bindings.count)
         for (index, binding) in query.bindings.enumerated() {
@@ -132,33 +145,104 @@ public actor PostgresConnection {
                 throw PostgresError(.invalidParameter, "parameter $\(index + 1) cannot be sent: \(error.reason)")
             }
         }
+        await beginExchange()
+        do {
+            let rows = try await exchange(query, parameters: parameters)
+            endExchange()
+            return rows
+        } catch {
+            endExchange()
+            throw error
+        }
+    }
+
+    private func exchange(_ query: PostgresQuery, parameters: [String?]) async throws(PostgresError) -> PostgresRows {
+        guard let connection = handle else {
+            throw PostgresError(.connectionLost, "the connection to PostgreSQL at \(configuration.target.hostAndPort) is closed")
+        }
         let result: OpaquePointer?
         if let key = query.preparedKey {
-            let name = try preparedName(for: key, query: query, parameterCount: parameters.count, connection: connection)
-            result = withOptionalCStringArray(parameters) { values in
-                PQexecPrepared(connection, name, Int32(parameters.count), values, nil, nil, 0)
+            let name = try await preparedName(for: key, query: query, parameterCount: parameters.count, connection: connection)
+            let sent = withOptionalCStringArray(parameters) { values in
+                PQsendQueryPrepared(connection, name, Int32(parameters.count), values, nil, nil, 0)
             }
+            result = try await awaitResult(sent: sent, connection: connection)
         } else if parameters.isEmpty {
             // Migration files hold several statements; only the simple protocol runs those.
-            result = PQexec(connection, query.sql)
+            result = try await awaitResult(sent: PQsendQuery(connection, query.sql), connection: connection)
         } else {
-            result = withOptionalCStringArray(parameters) { values in
-                PQexecParams(connection, query.sql, Int32(parameters.count), nil, values, nil, nil, 0)
+            let sent = withOptionalCStringArray(parameters) { values in
+                PQsendQueryParams(connection, query.sql, Int32(parameters.count), nil, values, nil, nil, 0)
             }
+            result = try await awaitResult(sent: sent, connection: connection)
         }
         defer { PQclear(result) }
         return try rows(from: result, connection: connection)
     }
 
     /// Runs a statement written in the source, for its effect.
-    public func execute(_ sql: StaticString) throws(PostgresError) {
-        try query(PostgresQuery(sql))
+    public func execute(_ sql: StaticString) async throws(PostgresError) {
+        try await query(PostgresQuery(sql))
     }
 
-    private func preparedName(for key: UInt, query: PostgresQuery, parameterCount: Int, connection: OpaquePointer) throws(PostgresError) -> String {
+    /// Waits for this connection's previous statement to end.
+    private func beginExchange() async {
+        if exchangeInFlight {
+            await withCheckedContinuation { queued.append($0) }  // handed over still in flight
+        }
+        exchangeInFlight = true
+    }
+
+    private func endExchange() {
+        if closeRequested {
+            closeRequested = false
+            native.finish()
+            preparedNames = [:]
+        }
+        if queued.isEmpty {
+            exchangeInFlight = false
+        } else {
+            queued.removeFirst().resume()
+        }
+    }
+
+    /// Sends what libpq has buffered and waits, without blocking a thread, for the statement's
+    /// results. Like `PQexec`, returns the last result, or the first error.
+    private func awaitResult(sent: Int32, connection: OpaquePointer) async throws(PostgresError) -> OpaquePointer? {
+        guard sent == 1 else { throw connectionProblem(connection) }
+        let socket = PQsocket(connection)
+        // Large statements may not fit the socket's buffer; the server may answer meanwhile.
+        while true {
+            let flushed = PQflush(connection)
+            if flushed == 0 { break }
+            guard flushed > 0, await SocketWaiter.shared.wait(for: socket, writable: true) else {
+                throw connectionProblem(connection)
+            }
+            if PQconsumeInput(connection) == 0 { throw connectionProblem(connection) }
+        }
+        var kept: OpaquePointer?
+        while true {
+            while PQisBusy(connection) == 1 {
+                guard await SocketWaiter.shared.wait(for: socket), PQconsumeInput(connection) == 1 else {
+                    PQclear(kept)
+                    throw connectionProblem(connection)
+                }
+            }
+            guard let next = PQgetResult(connection) else { return kept }
+            if let kept, PQresultStatus(kept) == PGRES_FATAL_ERROR {
+                PQclear(next)
+            } else {
+                PQclear(kept)
+                kept = next
+            }
+        }
+    }
+
+    private func preparedName(for key: UInt, query: PostgresQuery, parameterCount: Int, connection: OpaquePointer) async throws(PostgresError) -> String {
         if let name = preparedNames[key] { return name }
         let name = "orderflow_\(preparedNames.count + 1)"
-        let result = PQprepare(connection, name, query.sql, Int32(parameterCount), nil)
+        let sent = PQsendPrepare(connection, name, query.sql, Int32(parameterCount), nil)
+        let result = try await awaitResult(sent: sent, connection: connection)
         defer { PQclear(result) }
         _ = try rows(from: result, connection: connection)
         preparedNames[key] = name
@@ -234,7 +318,7 @@ public actor PostgresConnection {
         return lines.isEmpty ? "unknown error" : lines.joined(separator: "; ")
     }
 
-    /// Runs `body` on this connection's thread: several statements, and the work between
+    /// Runs `body` isolated to this connection: several statements, and the work between
     /// them, without a hop per statement.
     public func run<T: Sendable>(_ body: @Sendable (isolated PostgresConnection) async throws -> T) async throws -> T {
         try await body(self)
@@ -243,34 +327,33 @@ public actor PostgresConnection {
     // MARK: Transactions
 
     /// Runs `body` inside BEGIN … COMMIT. If `body` throws, the transaction is rolled back and
-    /// the error rethrown; if COMMIT fails, its error is thrown. `body` runs on this connection's
-    /// thread, so the statements it issues need no further hops.
+    /// the error rethrown; if COMMIT fails, its error is thrown. `body` runs isolated to this
+    /// connection, so the statements it issues need no further hops.
     @discardableResult
     public func transaction<T: Sendable>(
         _ body: @Sendable (isolated PostgresConnection) async throws -> T
     ) async throws -> T {
-        try execute("BEGIN")
+        try await execute("BEGIN")
         let value: T
         do {
             value = try await body(self)
         } catch {
-            rollbackIfOpen()
+            await rollbackIfOpen()
             throw error
         }
         if let handle, PQtransactionStatus(handle) == PQTRANS_INERROR {
             // A statement failed and its error was swallowed: COMMIT would silently roll back.
-            rollbackIfOpen()
+            await rollbackIfOpen()
             throw PostgresError(.server, "the transaction was aborted by an earlier error and has been rolled back",
                                 sqlState: "25P02")
         }
-        try execute("COMMIT")
+        try await execute("COMMIT")
         return value
     }
 
-    private func rollbackIfOpen() {
+    private func rollbackIfOpen() async {
         guard let handle, PQstatus(handle) == CONNECTION_OK, PQtransactionStatus(handle) != PQTRANS_IDLE else { return }
-        let result = PQexec(handle, "ROLLBACK")
-        PQclear(result)
+        _ = try? await execute("ROLLBACK")
     }
 }
 
@@ -281,9 +364,20 @@ final class ConnectionHealth: Sendable {
 }
 
 /// Owns a `PGconn *`: `PQfinish` runs here, once, on close or when the connection is dropped.
-/// Only its connection actor touches it, on the actor's thread, hence `@unchecked Sendable`.
+/// Only its connection actor touches it (and the thread that opens it, before handing it over
+/// with `take()`), hence `@unchecked Sendable`.
 final class NativeConnection: @unchecked Sendable {
     var pointer: OpaquePointer?
+
+    init(_ pointer: OpaquePointer? = nil) {
+        self.pointer = pointer
+    }
+
+    /// Hands the pointer, and with it the duty to finish it, to the caller.
+    func take() -> OpaquePointer? {
+        defer { pointer = nil }
+        return pointer
+    }
 
     func finish() {
         if let pointer { PQfinish(pointer) }
@@ -294,7 +388,7 @@ final class NativeConnection: @unchecked Sendable {
 }
 
 extension PostgresConfiguration {
-    /// Starts a libpq connection (blocking: call it on a connection's own thread). The caller
+    /// Starts a libpq connection (blocking: never call it on the concurrency pool). The caller
     /// owns the result, also when its status is not `CONNECTION_OK`, and must `PQfinish` it.
     func openNativeConnection(applicationName: String) -> OpaquePointer? {
         let keys = ["connect_timeout", "application_name", "dbname"]

@@ -93,19 +93,19 @@ struct ConnectionTests {
             try await connection.execute("CREATE TABLE r (v int)")
             await #expect(throws: Boom.self) {
                 try await connection.transaction { connection in
-                    try connection.query(PostgresQuery("INSERT INTO r VALUES ($1)", 1))
+                    try await connection.query(PostgresQuery("INSERT INTO r VALUES ($1)", 1))
                     throw Boom()
                 }
             }
             // A swallowed statement error must not let COMMIT silently roll back.
             await #expect(throws: PostgresError.self) {
                 try await connection.transaction { connection in
-                    try connection.query(PostgresQuery("INSERT INTO r VALUES ($1)", 2))
-                    _ = try? connection.query(PostgresQuery("SELECT 1 / 0 AS x"))
+                    try await connection.query(PostgresQuery("INSERT INTO r VALUES ($1)", 2))
+                    _ = try? await connection.query(PostgresQuery("SELECT 1 / 0 AS x"))
                 }
             }
             try await connection.transaction { connection in
-                try connection.query(PostgresQuery("INSERT INTO r VALUES ($1)", 3))
+                try await connection.query(PostgresQuery("INSERT INTO r VALUES ($1)", 3))
             }
             let values = try await connection.query(PostgresQuery("SELECT v FROM r")).map { try $0.decode("v", as: Int.self) }
             #expect(values == [3])
@@ -150,6 +150,86 @@ struct ConnectionTests {
             #expect(error.message.contains("127.0.0.1:1"))
             #expect(!error.description.contains("topsecret"))
             #expect(!error.description.contains("\n"))
+        }
+    }
+
+    @Test func statementsOnOneConnectionRunInTurn() async throws {
+        // The actor is reentrant while a statement waits for its socket; libpq's protocol is
+        // not. Forty statements from concurrent tasks on one connection must each get their own
+        // answer, none another's.
+        let configuration = try TestDatabase.serverConfiguration()
+        try await PostgresConnection.withConnection(configuration) { connection in
+            try await withThrowingTaskGroup(of: (Int, Int).self) { group in
+                for value in 0..<40 {
+                    group.addTask {
+                        let row = try await connection.query(PostgresQuery(
+                            "SELECT $1::int AS v, pg_sleep(0.001 * ($1::int % 3))::text AS slept", value)).single()
+                        return (value, try row.decode("v", as: Int.self))
+                    }
+                }
+                var answered = 0
+                for try await (asked, answer) in group {
+                    #expect(answer == asked)
+                    answered += 1
+                }
+                #expect(answered == 40)
+            }
+        }
+    }
+
+    @Test func closeWaitsForTheStatementInFlight() async throws {
+        let configuration = try TestDatabase.serverConfiguration()
+        let connection = try await PostgresConnection.connect(configuration)
+        let (started, start) = AsyncStream<Void>.makeStream()
+        let slow = Task {
+            start.yield()
+            return try await connection.query(PostgresQuery("SELECT pg_sleep(0.3)::text AS slept, 7 AS seven")).single()
+                .decode("seven", as: Int.self)
+        }
+        var iterator = started.makeAsyncIterator()
+        await iterator.next()
+        try await Task.sleep(for: .milliseconds(50))
+        await connection.close()
+        // The statement already sent is read to its end, not cut off mid-answer.
+        #expect(try await slow.value == 7)
+        do {
+            try await connection.query(PostgresQuery("SELECT 1 AS one"))
+            Issue.record("a closed connection ran a statement")
+        } catch {
+            #expect(error.kind == .connectionLost)
+            #expect(error.message.contains("is closed"))
+        }
+        #expect(await connection.isUsable() == false)
+    }
+
+    @Test func largeParametersAndResultsCrossTheSocketInPieces() async throws {
+        // Far more than a socket buffer each way: sending waits for the socket to drain, and
+        // the answer arrives in many reads.
+        let configuration = try TestDatabase.serverConfiguration()
+        let big = String(repeating: "orderflow ", count: 800_000)  // 8 MB
+        try await PostgresConnection.withConnection(configuration) { connection in
+            let echoed = try await connection.query(PostgresQuery("SELECT $1::text AS v, length($1::text) AS n", big)).single()
+            #expect(try echoed.decode("n", as: Int.self) == big.utf8.count)
+            #expect(try echoed.decode("v", as: String.self) == big)
+            let rows = try await connection.query(PostgresQuery("SELECT n, md5(n::text) AS h FROM generate_series(1, 200000) AS n"))
+            #expect(rows.count == 200_000)
+            #expect(try rows.last?.decode("n", as: Int.self) == 200_000)
+        }
+    }
+
+    @Test func errorInTheMiddleOfSeveralStatementsIsReportedAndTheConnectionStaysUsable() async throws {
+        let configuration = try TestDatabase.serverConfiguration()
+        try await PostgresConnection.withConnection(configuration) { connection in
+            do {
+                try await connection.query(PostgresQuery(unsafeSQL: "SELECT 1; SELECT 1 / 0; SELECT 3"))
+                Issue.record("a division by zero went unreported")
+            } catch {
+                #expect(error.kind == .server)
+                #expect(error.sqlState == "22012")
+            }
+            // Every result of the failed exchange was read: the next statement gets its own.
+            #expect(try await connection.query(PostgresQuery("SELECT 4 AS four")).single().decode("four", as: Int.self) == 4)
+            #expect(await connection.isUsable())
         }
     }
 

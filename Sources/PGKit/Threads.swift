@@ -1,0 +1,23 @@
+import CLibPQ
+import Foundation
+
+/// Runs blocking `work` on a new thread and returns its result without blocking the caller's.
+func onThreadOfItsOwn<T: Sendable>(named name: String, _ work: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        let thread = Thread {
+            nameCurrentThread(name)
+            continuation.resume(returning: work())
+        }
+        thread.stackSize = 512 << 10
+        thread.start()
+    }
+}
+
+/// Names the calling thread as `top -H`, `ps -T` and `perf` show it (Linux keeps 15 bytes).
+/// Foundation's `Thread.name` is not passed on to the system on Linux: threads showed the
+/// name of the concurrency-pool thread that created them.
+func nameCurrentThread(_ name: String) {
+    var bytes = Array(name.utf8.prefix(15))
+    while !bytes.isEmpty, String(validating: bytes, as: UTF8.self) == nil { bytes.removeLast() }  // whole characters only
+    orderflow_name_thread(String(decoding: bytes, as: UTF8.self))
+}
