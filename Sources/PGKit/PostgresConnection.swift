@@ -90,8 +90,7 @@ public actor PostgresConnection {
         }
         // Fixed session settings so that values decode the same on every server.
         do {
-            // Three statements in one round trip: only the simple protocol (unprepared) runs those.
-            try await query(PostgresQuery(unsafeSQL: "SET TimeZone TO 'UTC'; SET DateStyle TO 'ISO, YMD'; SET IntervalStyle TO 'iso_8601'"))
+            try await query(PostgresQuery(severalStatements: "SET TimeZone TO 'UTC'; SET DateStyle TO 'ISO, YMD'; SET IntervalStyle TO 'iso_8601'"))
         } catch {
             throw PostgresError(.connectionFailed, "the server refused the session settings: \(error.message)")
         }

@@ -10,6 +10,8 @@ public struct PostgresQuery: Sendable {
 
     private enum Text: Sendable {
         case literal(StaticString)
+        /// Several statements in one round trip, which only the simple protocol runs: never prepared.
+        case severalStatements(StaticString)
         case unsafe(String)
     }
 
@@ -23,6 +25,13 @@ public struct PostgresQuery: Sendable {
         self.bindings = bindings
     }
 
+    /// Several statements written in the source, run in one round trip by the simple protocol
+    /// (which cannot prepare them or bind parameters).
+    init(severalStatements sql: StaticString) {
+        self.text = .severalStatements(sql)
+        self.bindings = []
+    }
+
     /// SQL text that does not come from a literal in the source, such as a migration file.
     /// Never pass text built from user input: bind values as parameters instead.
     public init(unsafeSQL sql: String, bindings: [any PostgresBindable] = []) {
@@ -32,7 +41,7 @@ public struct PostgresQuery: Sendable {
 
     public var sql: String {
         switch text {
-        case .literal(let literal): return literal.description
+        case .literal(let literal), .severalStatements(let literal): return literal.description
         case .unsafe(let sql): return sql
         }
     }

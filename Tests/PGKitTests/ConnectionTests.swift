@@ -223,7 +223,7 @@ struct ConnectionTests {
             do {
                 try await connection.query(PostgresQuery(unsafeSQL: "SELECT 1; SELECT 1 / 0; SELECT 3"))
                 Issue.record("a division by zero went unreported")
-            } catch {
+            } catch let error as PostgresError {
                 #expect(error.kind == .server)
                 #expect(error.sqlState == "22012")
             }
