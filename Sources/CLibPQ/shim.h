@@ -10,17 +10,30 @@ static inline void orderflow_name_thread(const char *name) {
     prctl(PR_SET_NAME, name, 0, 0, 0);
 }
 
+#include <errno.h>
 #include <sys/epoll.h>
+
+/* Whether OpenSSL holds decrypted bytes libpq has not read: they are already off the socket,
+   which will not signal them. libpq links OpenSSL itself; only this one function is needed. */
+struct ssl_st;
+int SSL_pending(const struct ssl_st *ssl);
+static inline int orderflow_tls_pending(PGconn *connection) {
+    if (!PQsslInUse(connection)) return 0;
+    const struct ssl_st *ssl = (const struct ssl_st *)PQsslStruct(connection, "OpenSSL");
+    return ssl != NULL && SSL_pending(ssl) > 0;
+}
 /* `struct epoll_event` is packed on x86-64, which Swift cannot lay out: arm and wait here. */
 static inline int orderflow_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 
-/* Watches `fd` for one event (readable, and writable if asked; errors and hang-ups always). */
+/* Watches `fd` for one event (readable, and writable if asked; errors and hang-ups always).
+   Returns 0, or the errno of the failure. */
 static inline int orderflow_epoll_arm(int epfd, int fd, int writable) {
     struct epoll_event event;
     event.events = EPOLLIN | (writable ? EPOLLOUT : 0) | EPOLLONESHOT;
     event.data.fd = fd;
     if (epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &event) == 0) return 0;
-    return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &event);
+    if (errno != ENOENT) return errno;
+    return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &event) == 0 ? 0 : errno;
 }
 
 /* Waits for events and stores the descriptors that have one; returns how many (or -1). */

@@ -9,9 +9,10 @@ import Synchronization
 /// until the socket has the answer (`SocketWaiter`), so nothing ever blocks a thread of the
 /// Swift concurrency pool and no connection needs a thread of its own. Only opening a
 /// connection blocks (name lookup, authentication, TLS): that runs on a short-lived thread.
-/// Statements on one connection run one at a time, in the order they were called; statements
-/// written in the source are prepared on first use and reused. Use a `PostgresPool` to share
-/// connections.
+/// Statements on one connection run one at a time, in the order they were called, and a
+/// `run` or `transaction` body has the connection to itself until it returns: other callers'
+/// statements wait for it. Statements written in the source are prepared on first use and
+/// reused. Use a `PostgresPool` to share connections.
 public actor PostgresConnection {
     public nonisolated let configuration: PostgresConfiguration
     private let logger: Logger
@@ -28,6 +29,11 @@ public actor PostgresConnection {
     private var queued: [CheckedContinuation<Void, Never>] = []
     /// `close()` came while a statement was in flight: close when it ends.
     private var closeRequested = false
+    /// A `run` or `transaction` body holds the connection; others wait in `sessionQueue`.
+    /// The tasks of that body know it through `heldConnections`.
+    private var sessionHeld = false
+    private var sessionQueue: [CheckedContinuation<Void, Never>] = []
+    @TaskLocal private static var heldConnections: [ObjectIdentifier] = []
 
     private init(configuration: PostgresConfiguration, logger: Logger) {
         self.configuration = configuration
@@ -71,7 +77,9 @@ public actor PostgresConnection {
         // libpq's connect blocks (name lookup, TCP, authentication, TLS): on a thread of its own,
         // never on the concurrency pool. Connections are opened rarely; a thread each is cheap.
         let opened = await onThreadOfItsOwn(named: "pg connect") {
-            NativeConnection(configuration.openNativeConnection(applicationName: configuration.applicationName))
+            let connection = configuration.openNativeConnection(applicationName: configuration.applicationName)
+            if let connection, PQstatus(connection) == CONNECTION_OK { PQsetnonblocking(connection, 1) }
+            return NativeConnection(connection)
         }
         native.pointer = opened.take()
         guard let connection = handle, PQstatus(connection) == CONNECTION_OK else {
@@ -85,7 +93,7 @@ public actor PostgresConnection {
                 context: target.hostAndPort)
         }
         PQsetNoticeReceiver(connection, { _, _ in }, nil)  // notices are not errors; keep stderr clean
-        guard PQsetnonblocking(connection, 1) == 0 else {
+        guard PQisnonblocking(connection) == 1 else {
             throw PostgresError(.connectionFailed, "cannot put the connection into non-blocking mode: \(Self.connectionMessage(connection))")
         }
         // Fixed session settings so that values decode the same on every server.
@@ -112,7 +120,7 @@ public actor PostgresConnection {
     /// blocking (libpq keeps its socket non-blocking), so a connection the server closed while
     /// idle is noticed here rather than on the next statement.
     public func isUsable() -> Bool {
-        guard let handle, !exchangeInFlight else { return false }
+        guard let handle, !exchangeInFlight, !sessionHeld else { return false }
         if PQtransactionStatus(handle) != PQTRANS_IDLE { return false }
         // A terminated backend sends an error, then closes: read until nothing more is
         // waiting, so that the close itself (EOF) is seen too.
@@ -144,13 +152,18 @@ public actor PostgresConnection {
                 throw PostgresError(.invalidParameter, "parameter $\(index + 1) cannot be sent: \(error.reason)")
             }
         }
+        // A statement from outside a `run`/`transaction` body waits until the body is done.
+        let outsider = !insideSession
+        if outsider { await acquireSession() }
         await beginExchange()
         do {
             let rows = try await exchange(query, parameters: parameters)
             endExchange()
+            if outsider { releaseSession() }
             return rows
         } catch {
             endExchange()
+            if outsider { releaseSession() }
             throw error
         }
     }
@@ -184,7 +197,25 @@ public actor PostgresConnection {
         try await query(PostgresQuery(sql))
     }
 
-    /// Waits for this connection's previous statement to end.
+    private var insideSession: Bool { Self.heldConnections.contains(ObjectIdentifier(self)) }
+
+    private func acquireSession() async {
+        if sessionHeld {
+            await withCheckedContinuation { sessionQueue.append($0) }  // handed over still held
+        }
+        sessionHeld = true
+    }
+
+    private func releaseSession() {
+        if sessionQueue.isEmpty {
+            sessionHeld = false
+        } else {
+            sessionQueue.removeFirst().resume()
+        }
+    }
+
+    /// Waits for this connection's previous statement to end (tasks of one `run` body may
+    /// issue statements concurrently).
     private func beginExchange() async {
         if exchangeInFlight {
             await withCheckedContinuation { queued.append($0) }  // handed over still in flight
@@ -214,20 +245,43 @@ public actor PostgresConnection {
         while true {
             let flushed = PQflush(connection)
             if flushed == 0 { break }
-            guard flushed > 0, await SocketWaiter.shared.wait(for: socket, writable: true) else {
-                throw connectionProblem(connection)
-            }
+            guard flushed > 0 else { throw connectionProblem(connection) }
+            try await waitForSocket(socket, writable: true, connection: connection)
             if PQconsumeInput(connection) == 0 { throw connectionProblem(connection) }
         }
         var kept: OpaquePointer?
         while true {
             while PQisBusy(connection) == 1 {
-                guard await SocketWaiter.shared.wait(for: socket), PQconsumeInput(connection) == 1 else {
-                    PQclear(kept)
-                    throw connectionProblem(connection)
+                // OpenSSL may hold decrypted bytes that libpq has not taken yet; the socket
+                // would not signal them again.
+                if orderflow_tls_pending(connection) == 0 {
+                    do {
+                        try await waitForSocket(socket, writable: false, connection: connection)
+                    } catch {
+                        PQclear(kept)
+                        throw error
+                    }
+                }
+                if PQconsumeInput(connection) == 0 {
+                    // The server may have said why before closing (57P01 on shutdown, say).
+                    defer { PQclear(kept) }
+                    throw connectionProblem(connection, result: kept)
                 }
             }
             guard let next = PQgetResult(connection) else { return kept }
+            switch PQresultStatus(next) {
+            case PGRES_COPY_IN, PGRES_COPY_OUT, PGRES_COPY_BOTH:
+                // libpq now waits for COPY data that will never come: no statement can follow.
+                PQclear(next)
+                PQclear(kept)
+                close()
+                throw PostgresError(
+                    .unexpectedResult, "COPY with STDIN or STDOUT is not supported here; the connection was closed",
+                    hint: "load or export data with psql's \\copy, or with INSERT … SELECT and SELECT",
+                    context: configuration.target.hostAndPort)
+            default:
+                break
+            }
             if let kept, PQresultStatus(kept) == PGRES_FATAL_ERROR {
                 PQclear(next)
             } else {
@@ -235,6 +289,18 @@ public actor PostgresConnection {
                 kept = next
             }
         }
+    }
+
+    private func waitForSocket(_ socket: Int32, writable: Bool, connection: OpaquePointer) async throws(PostgresError) {
+        let failure = await SocketWaiter.shared.wait(for: socket, writable: writable)
+        guard failure != 0 else { return }
+        let error = PostgresError(
+            .connectionLost,
+            "cannot watch the connection to PostgreSQL at \(configuration.target.hostAndPort): \(String(cString: strerror(failure)))",
+            hint: "the process may be out of file descriptors or epoll watches (fs.epoll.max_user_watches)",
+            context: configuration.target.hostAndPort)
+        close()
+        throw error
     }
 
     private func preparedName(for key: UInt, query: PostgresQuery, parameterCount: Int, connection: OpaquePointer) async throws(PostgresError) -> String {
@@ -320,7 +386,18 @@ public actor PostgresConnection {
     /// Runs `body` isolated to this connection: several statements, and the work between
     /// them, without a hop per statement.
     public func run<T: Sendable>(_ body: @Sendable (isolated PostgresConnection) async throws -> T) async throws -> T {
-        try await body(self)
+        if insideSession { return try await body(self) }
+        await acquireSession()
+        do {
+            let value = try await Self.$heldConnections.withValue(Self.heldConnections + [ObjectIdentifier(self)]) {
+                try await body(self)
+            }
+            releaseSession()
+            return value
+        } catch {
+            releaseSession()
+            throw error
+        }
     }
 
     // MARK: Transactions
@@ -332,22 +409,25 @@ public actor PostgresConnection {
     public func transaction<T: Sendable>(
         _ body: @Sendable (isolated PostgresConnection) async throws -> T
     ) async throws -> T {
-        try await execute("BEGIN")
-        let value: T
-        do {
-            value = try await body(self)
-        } catch {
-            await rollbackIfOpen()
-            throw error
+        // Inside `run`: nobody else's statement can land between BEGIN and COMMIT.
+        try await run { connection in
+            try await connection.execute("BEGIN")
+            let value: T
+            do {
+                value = try await body(connection)
+            } catch {
+                await connection.rollbackIfOpen()
+                throw error
+            }
+            if let handle = connection.handle, PQtransactionStatus(handle) == PQTRANS_INERROR {
+                // A statement failed and its error was swallowed: COMMIT would silently roll back.
+                await connection.rollbackIfOpen()
+                throw PostgresError(.server, "the transaction was aborted by an earlier error and has been rolled back",
+                                    sqlState: "25P02")
+            }
+            try await connection.execute("COMMIT")
+            return value
         }
-        if let handle, PQtransactionStatus(handle) == PQTRANS_INERROR {
-            // A statement failed and its error was swallowed: COMMIT would silently roll back.
-            await rollbackIfOpen()
-            throw PostgresError(.server, "the transaction was aborted by an earlier error and has been rolled back",
-                                sqlState: "25P02")
-        }
-        try await execute("COMMIT")
-        return value
     }
 
     private func rollbackIfOpen() async {

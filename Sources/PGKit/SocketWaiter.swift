@@ -16,10 +16,13 @@ final class SocketWaiter: Sendable {
 
     private let epollFD: Int32
     /// At most one waiting task per descriptor: a connection has one statement in flight.
-    private let waiting = Mutex<[Int32: UnsafeContinuation<Bool, Never>]>([:])
+    private let waiting = Mutex<[Int32: UnsafeContinuation<Int32, Never>]>([:])
+    /// Why `epoll_create1` failed, if it did (every wait then reports it).
+    private let creationError: Int32
 
     private init() {
         epollFD = orderflow_epoll_create()
+        creationError = epollFD >= 0 ? 0 : errno
         guard epollFD >= 0 else { return }  // every wait then reports failure
         let thread = Thread { [self] in self.run() }
         thread.stackSize = 256 << 10
@@ -27,15 +30,17 @@ final class SocketWaiter: Sendable {
     }
 
     /// Suspends until `fd` is readable (or writable, when `writable`), has an error or was hung
-    /// up. Returns false, at once, when the descriptor cannot be watched (errno is kept).
+    /// up, and returns 0; or returns the errno, at once, when the descriptor cannot be watched.
     /// Runs in the caller's isolation (the connection's actor): no hop before or after.
-    func wait(for fd: Int32, writable: Bool = false, isolation: isolated (any Actor)? = #isolation) async -> Bool {
-        guard epollFD >= 0 else { return false }
+    func wait(for fd: Int32, writable: Bool = false, isolation: isolated (any Actor)? = #isolation) async -> Int32 {
+        guard epollFD >= 0 else { return creationError }
         return await withUnsafeContinuation(isolation: isolation) { continuation in
-            waiting.withLock { $0[fd] = continuation }
+            let replaced = waiting.withLock { $0.updateValue(continuation, forKey: fd) }
+            precondition(replaced == nil, "two waits on one socket: a connection has one statement in flight")
             // Stored before arming: the event may fire before this call returns.
-            if orderflow_epoll_arm(epollFD, fd, writable ? 1 : 0) != 0 {
-                waiting.withLock { $0.removeValue(forKey: fd) }?.resume(returning: false)
+            let failure = orderflow_epoll_arm(epollFD, fd, writable ? 1 : 0)
+            if failure != 0 {
+                waiting.withLock { $0.removeValue(forKey: fd) }?.resume(returning: failure)
             }
         }
     }
@@ -47,7 +52,7 @@ final class SocketWaiter: Sendable {
             let count = orderflow_epoll_wait(epollFD, &ready, Int32(ready.count))
             guard count > 0 else { continue }  // EINTR
             for fd in ready.prefix(Int(count)) {
-                waiting.withLock { $0.removeValue(forKey: fd) }?.resume(returning: true)
+                waiting.withLock { $0.removeValue(forKey: fd) }?.resume(returning: 0)
             }
         }
     }

@@ -177,6 +177,50 @@ struct ConnectionTests {
         }
     }
 
+    @Test func aTransactionHasItsConnectionToItself() async throws {
+        // Another caller's statement, sent while a transaction body is suspended, waits for the
+        // transaction to end: it must not run inside it and be rolled back with it.
+        struct Boom: Error {}
+        let configuration = try await TestDatabase.fresh()
+        let connection = try await PostgresConnection.connect(configuration)
+        try await connection.execute("CREATE TABLE x (v int)")
+        let (began, begin) = AsyncStream<Void>.makeStream()
+        let rolledBack = Task {
+            try await connection.transaction { connection in
+                try await connection.query(PostgresQuery("INSERT INTO x VALUES ($1)", 1))
+                // A statement of the body's own, through a nested run: no deadlock.
+                _ = try await connection.run { connection in
+                    try await connection.query(PostgresQuery("INSERT INTO x VALUES ($1)", 10))
+                }
+                begin.yield()
+                try await Task.sleep(for: .milliseconds(200))
+                throw Boom()
+            }
+        }
+        var iterator = began.makeAsyncIterator()
+        await iterator.next()
+        try await connection.query(PostgresQuery("INSERT INTO x VALUES ($1)", 2))
+        await #expect(throws: Boom.self) { try await rolledBack.value }
+        let values = try await connection.query(PostgresQuery("SELECT v FROM x ORDER BY v")).map { try $0.decode("v", as: Int.self) }
+        #expect(values == [2])
+        await connection.close()
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func copyIsRefusedNotHung() async throws {
+        // libpq would wait forever for COPY data; the connection says no and closes instead.
+        let configuration = try TestDatabase.serverConfiguration()
+        let connection = try await PostgresConnection.connect(configuration)
+        do {
+            try await connection.query(PostgresQuery("COPY (SELECT 1) TO STDOUT"))
+            Issue.record("COPY TO STDOUT ran")
+        } catch {
+            #expect(error.kind == .unexpectedResult)
+            #expect(error.message.contains("COPY"))
+        }
+        await #expect(throws: PostgresError.self) { try await connection.query(PostgresQuery("SELECT 1 AS one")) }
+    }
+
     @Test func closeWaitsForTheStatementInFlight() async throws {
         let configuration = try TestDatabase.serverConfiguration()
         let connection = try await PostgresConnection.connect(configuration)
@@ -202,12 +246,18 @@ struct ConnectionTests {
         #expect(await connection.isUsable() == false)
     }
 
-    @Test func largeParametersAndResultsCrossTheSocketInPieces() async throws {
+    @Test(arguments: ["disable", "require"])
+    func largeParametersAndResultsCrossTheSocketInPieces(sslmode: String) async throws {
         // Far more than a socket buffer each way: sending waits for the socket to drain, and
-        // the answer arrives in many reads.
-        let configuration = try TestDatabase.serverConfiguration()
+        // the answer arrives in many reads — in plain TCP, and in TLS records, whose decrypted
+        // bytes may wait inside OpenSSL where the socket does not signal them.
+        let server = try TestDatabase.serverConfiguration().connectionString
+        let configuration = try PostgresConfiguration(server + (server.contains("?") ? "&" : "?") + "sslmode=\(sslmode)")
         let big = String(repeating: "orderflow ", count: 800_000)  // 8 MB
         try await PostgresConnection.withConnection(configuration) { connection in
+            let tls = try await connection.query(PostgresQuery("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"))
+                .single().decode("ssl", as: Bool.self)
+            #expect(tls == (sslmode == "require"), "scripts/test starts the test server with TLS on")
             let echoed = try await connection.query(PostgresQuery("SELECT $1::text AS v, length($1::text) AS n", big)).single()
             #expect(try echoed.decode("n", as: Int.self) == big.utf8.count)
             #expect(try echoed.decode("v", as: String.self) == big)

@@ -44,6 +44,15 @@ listen_addresses = '127.0.0.1'
 unix_socket_directories = ''
 max_connections = 300
 CONF
+  # TLS with a throw-away self-signed certificate: clients that do not say otherwise
+  # (sslmode=prefer, libpq's default) then talk TLS, as they would to most real servers.
+  if command -v openssl >/dev/null; then
+    openssl req -new -x509 -days 2 -nodes -subj "/CN=127.0.0.1" -keyout "$PG_DATA/server.key" \
+      -out "$PG_DATA/server.crt" >"$PG_TMP/openssl.log" 2>&1 || { cat "$PG_TMP/openssl.log"; return 1; }
+    chmod 600 "$PG_DATA/server.key"
+    [ "$(id -u)" = 0 ] && chown postgres: "$PG_DATA/server.key" "$PG_DATA/server.crt"
+    echo "ssl = on" >>"$PG_DATA/postgresql.conf"
+  fi
   as_server_user "$bindir/pg_ctl" -D "$PG_DATA" -l "$PG_TMP/server.log" -w -t 60 start >/dev/null \
     || { cat "$PG_TMP/server.log"; return 1; }
   PG_BINDIR=$bindir
