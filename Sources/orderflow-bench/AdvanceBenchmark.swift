@@ -50,7 +50,11 @@ struct AdvanceBenchmark: AsyncParsableCommand {
         print("pgbench: one-statement transition, \(tasks) clients, \(seconds) s…")
         let raw = try await runPgbench(url: bench.configuration.connectionString,
                                  script: rawScript, clients: tasks, seconds: seconds,
-                                 variables: ["rendered": try PostgresJSON(encoding: sample.transition.rendered).text])
+                                 variables: [
+                                     "rendered": try PostgresJSON(encoding: sample.transition.rendered).text,
+                                     "content": try PostgresJSON(encoding: sample.order.content).text,
+                                     "input": try PostgresJSON(encoding: sample.transition.input).text,
+                                 ])
         try await engine.pool.query(PostgresQuery("CHECKPOINT"))
         print("engine: advance through food-order, \(tasks) tasks, \(seconds) s…")
         let engineRate = try await runEngine(engine: engine, orders: ordersNeeded)
@@ -91,12 +95,14 @@ struct AdvanceBenchmark: AsyncParsableCommand {
             """, count))
     }
 
-    /// The same writes as one engine advance, as one statement; the rendering is bound as a
-    /// parameter (pgbench `-D`), as the engine binds it.
+    /// The same writes as one engine advance, as one statement: the order's new content, the
+    /// history row with its input and rendering, the command. The JSON values are those of a
+    /// real first advance (accept with an ETA), bound as parameters (pgbench `-D`) as the
+    /// engine binds them.
     private var rawScript: String {
         """
         \\set n random(1, 10000)
-        WITH moved AS (UPDATE orders SET state = 'in_progress', seq = seq + 1, content = content, updated_at = now(), state_entered_at = now() WHERE merchant_id = 'raw' AND order_id = 'raw-' || :n RETURNING merchant_id, order_id, seq), history AS (INSERT INTO order_transitions (merchant_id, order_id, seq, from_state, to_state, event, input, rendered, actor, idempotency_key, occurred_at) SELECT merchant_id, order_id, seq, 'received', 'in_progress', 'accept', '{}'::jsonb, :rendered::jsonb, NULL, NULL, now() FROM moved), command AS (INSERT INTO activity_commands (merchant_id, order_id, seq, kind) SELECT merchant_id, order_id, seq, 'update' FROM moved) SELECT seq FROM moved;
+        WITH moved AS (UPDATE orders SET state = 'in_progress', seq = seq + 1, content = :content::jsonb, updated_at = now(), state_entered_at = now() WHERE merchant_id = 'raw' AND order_id = 'raw-' || :n RETURNING merchant_id, order_id, seq), history AS (INSERT INTO order_transitions (merchant_id, order_id, seq, from_state, to_state, event, input, rendered, actor, idempotency_key, occurred_at) SELECT merchant_id, order_id, seq, 'received', 'in_progress', 'accept', :input::jsonb, :rendered::jsonb, NULL, NULL, now() FROM moved), command AS (INSERT INTO activity_commands (merchant_id, order_id, seq, kind) SELECT merchant_id, order_id, seq, 'update' FROM moved) SELECT seq FROM moved;
 
         """
     }
