@@ -63,6 +63,7 @@ struct AdvanceBenchmark: AsyncParsableCommand {
         print(String(format: "engine advance         %8.0f transitions/s", engineRate))
         print(String(format: "ratio engine/raw       %8.2f   (target ≥ 0.70)", ratio))
         await engine.shutdown()
+        await bench.drop()
     }
 
     private func createOrders(engine: OrderFlowEngine, count: Int) async throws {

@@ -4,10 +4,12 @@ import OrderFlow
 import PGKit
 
 /// The database a benchmark runs on: `--database`/`ORDERFLOW_DATABASE_URL`, or a private
-/// cluster under `.orderflow/bench-postgres`; each run gets a fresh database in it.
+/// cluster under `.orderflow/bench-postgres`; each run gets a fresh database in it, dropped
+/// when the run is over (a run leaves a few hundred megabytes otherwise).
 struct BenchDatabase {
     let configuration: PostgresConfiguration
     let name: String
+    let server: PostgresConfiguration
 
     static func make(url: String?) async throws -> BenchDatabase {
         let serverURL: String
@@ -27,7 +29,20 @@ struct BenchDatabase {
         components.path = "/" + name
         let configuration = try PostgresConfiguration(components.string!)
         _ = try await Schema.migrate(configuration)
-        return BenchDatabase(configuration: configuration, name: name)
+        return BenchDatabase(configuration: configuration, name: name, server: server)
+    }
+
+    /// Drops the run's database (its connections must be closed). A failure is only reported:
+    /// the measurement stands.
+    func drop() async {
+        do {
+            try await PostgresConnection.withConnection(server) { connection in
+                // The name was built from the clock in `make`.
+                try await connection.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
+            }
+        } catch {
+            print("note: could not drop the benchmark's database \(name): \(error)")
+        }
     }
 }
 

@@ -283,12 +283,14 @@ struct DeliveryBenchmark: AsyncParsableCommand {
             try? await apns.server.stop()
             await workerPool.close()
             await engine.shutdown()
+            await bench.drop()
             return sample
         } catch {
             try? await client.shutdown()
             try? await apns.server.stop()
             await workerPool.close()
             await engine.shutdown()
+            await bench.drop()
             throw error
         }
     }

@@ -67,6 +67,7 @@ struct EndToEndBenchmark: AsyncParsableCommand {
         try? await apns.server.stop()
         await workerPool.close()
         await engine.shutdown()
+        await bench.drop()
         try outcome.get()
     }
 
