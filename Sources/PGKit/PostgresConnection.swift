@@ -33,7 +33,11 @@ public actor PostgresConnection {
     /// The tasks of that body know it through `heldConnections`.
     private var sessionHeld = false
     private var sessionQueue: [CheckedContinuation<Void, Never>] = []
-    @TaskLocal private static var heldConnections: [ObjectIdentifier] = []
+    /// (A number rather than the object's address: a task that outlives the body must not
+    /// pass for it on a later connection that reuses the address.)
+    @TaskLocal private static var heldConnections: [UInt64] = []
+    private nonisolated let identity = PostgresConnection.identities.add(1, ordering: .relaxed).newValue
+    private static let identities = Atomic<UInt64>(0)
 
     private init(configuration: PostgresConfiguration, logger: Logger) {
         self.configuration = configuration
@@ -197,7 +201,7 @@ public actor PostgresConnection {
         try await query(PostgresQuery(sql))
     }
 
-    private var insideSession: Bool { Self.heldConnections.contains(ObjectIdentifier(self)) }
+    private var insideSession: Bool { Self.heldConnections.contains(identity) }
 
     private func acquireSession() async {
         if sessionHeld {
@@ -389,7 +393,7 @@ public actor PostgresConnection {
         if insideSession { return try await body(self) }
         await acquireSession()
         do {
-            let value = try await Self.$heldConnections.withValue(Self.heldConnections + [ObjectIdentifier(self)]) {
+            let value = try await Self.$heldConnections.withValue(Self.heldConnections + [identity]) {
                 try await body(self)
             }
             releaseSession()
