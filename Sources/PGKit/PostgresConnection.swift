@@ -23,16 +23,14 @@ public actor PostgresConnection {
     private var preparedNames: [UInt: String] = [:]
     /// Readable without a hop to the actor: set once the connection broke or closed.
     nonisolated let health = ConnectionHealth()
-    /// A statement is between being sent and its last result. Another one waits its turn in
-    /// `queued`: the actor is reentrant at the socket waits, but libpq's protocol is not.
-    private var exchangeInFlight = false
-    private var queued: [CheckedContinuation<Void, Never>] = []
+    /// Taken from sending a statement to reading its last result: the actor is reentrant at
+    /// the socket waits, but libpq's protocol is not.
+    private let statementTurns = Turns()
     /// `close()` came while a statement was in flight: close when it ends.
     private var closeRequested = false
-    /// A `run` or `transaction` body holds the connection; others wait in `sessionQueue`.
-    /// The tasks of that body know it through `heldConnections`.
-    private var sessionHeld = false
-    private var sessionQueue: [CheckedContinuation<Void, Never>] = []
+    /// Taken by a `run` or `transaction` body for its whole length, and by any statement from
+    /// outside one. The tasks of that body know it through `heldConnections`.
+    private let sessionTurns = Turns()
     /// (A number rather than the object's address: a task that outlives the body must not
     /// pass for it on a later connection that reuses the address.)
     @TaskLocal private static var heldConnections: [UInt64] = []
@@ -112,7 +110,7 @@ public actor PostgresConnection {
     /// is allowed to finish first (its socket is still being read); the connection closes then.
     public func close() {
         health.broken.store(true, ordering: .releasing)
-        if exchangeInFlight {
+        if statementTurns.taken {
             closeRequested = true
             return
         }
@@ -124,7 +122,7 @@ public actor PostgresConnection {
     /// blocking (libpq keeps its socket non-blocking), so a connection the server closed while
     /// idle is noticed here rather than on the next statement.
     public func isUsable() -> Bool {
-        guard let handle, !exchangeInFlight, !sessionHeld else { return false }
+        guard let handle, !statementTurns.taken, !sessionTurns.taken else { return false }
         if PQtransactionStatus(handle) != PQTRANS_IDLE { return false }
         // A terminated backend sends an error, then closes: read until nothing more is
         // waiting, so that the close itself (EOF) is seen too.
@@ -158,16 +156,16 @@ public actor PostgresConnection {
         }
         // A statement from outside a `run`/`transaction` body waits until the body is done.
         let outsider = !insideSession
-        if outsider { await acquireSession() }
-        await beginExchange()
+        if outsider { await sessionTurns.take() }
+        await statementTurns.take()
         do {
             let rows = try await exchange(query, parameters: parameters)
             endExchange()
-            if outsider { releaseSession() }
+            if outsider { sessionTurns.pass() }
             return rows
         } catch {
             endExchange()
-            if outsider { releaseSession() }
+            if outsider { sessionTurns.pass() }
             throw error
         }
     }
@@ -203,41 +201,14 @@ public actor PostgresConnection {
 
     private var insideSession: Bool { Self.heldConnections.contains(identity) }
 
-    private func acquireSession() async {
-        if sessionHeld {
-            await withCheckedContinuation { sessionQueue.append($0) }  // handed over still held
-        }
-        sessionHeld = true
-    }
-
-    private func releaseSession() {
-        if sessionQueue.isEmpty {
-            sessionHeld = false
-        } else {
-            sessionQueue.removeFirst().resume()
-        }
-    }
-
-    /// Waits for this connection's previous statement to end (tasks of one `run` body may
-    /// issue statements concurrently).
-    private func beginExchange() async {
-        if exchangeInFlight {
-            await withCheckedContinuation { queued.append($0) }  // handed over still in flight
-        }
-        exchangeInFlight = true
-    }
-
+    /// Ends a statement's turn, closing first if `close()` came meanwhile.
     private func endExchange() {
         if closeRequested {
             closeRequested = false
             native.finish()
             preparedNames = [:]
         }
-        if queued.isEmpty {
-            exchangeInFlight = false
-        } else {
-            queued.removeFirst().resume()
-        }
+        statementTurns.pass()
     }
 
     /// Sends what libpq has buffered and waits, without blocking a thread, for the statement's
@@ -391,15 +362,15 @@ public actor PostgresConnection {
     /// them, without a hop per statement.
     public func run<T: Sendable>(_ body: @Sendable (isolated PostgresConnection) async throws -> T) async throws -> T {
         if insideSession { return try await body(self) }
-        await acquireSession()
+        await sessionTurns.take()
         do {
             let value = try await Self.$heldConnections.withValue(Self.heldConnections + [identity]) {
                 try await body(self)
             }
-            releaseSession()
+            sessionTurns.pass()
             return value
         } catch {
-            releaseSession()
+            sessionTurns.pass()
             throw error
         }
     }
@@ -437,6 +408,28 @@ public actor PostgresConnection {
     private func rollbackIfOpen() async {
         guard let handle, PQstatus(handle) == CONNECTION_OK, PQtransactionStatus(handle) != PQTRANS_IDLE else { return }
         _ = try? await execute("ROLLBACK")
+    }
+}
+
+/// Turns for the tasks of one actor: `take` waits, without blocking a thread, until the holder
+/// `pass`es; waiters get their turn in arrival order. Confined to its actor (not `Sendable`).
+final class Turns {
+    private(set) var taken = false
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    func take(isolation: isolated (any Actor)? = #isolation) async {
+        if taken {
+            await withCheckedContinuation(isolation: isolation) { waiting.append($0) }  // handed over still taken
+        }
+        taken = true
+    }
+
+    func pass() {
+        if waiting.isEmpty {
+            taken = false
+        } else {
+            waiting.removeFirst().resume()
+        }
     }
 }
 
