@@ -134,8 +134,11 @@ let package = Package(
         ),
         .testTarget(name: "PGKitTests", dependencies: ["PGKit", "PostgresTesting", "LocalPostgres"]),
         .testTarget(name: "WorkflowKitTests", dependencies: ["WorkflowKit"]),
-        .testTarget(name: "APNSTests", dependencies: ["APNS", "OrderFlowTesting"]),
-        .testTarget(name: "OrderFlowTests", dependencies: ["OrderFlow", "OrderFlowTesting", "PGKit", "LocalPostgres"]),
+        .testTarget(name: "APNSTests", dependencies: ["APNS", "OrderFlowTesting", .product(name: "NIOPosix", package: "swift-nio")]),
+        .testTarget(
+            name: "OrderFlowTests",
+            dependencies: ["OrderFlow", "OrderFlowTesting", "PGKit", "LocalPostgres", .product(name: "NIOPosix", package: "swift-nio")]
+        ),
         .testTarget(name: "CLITests", dependencies: ["OrderFlowTesting"]),
     ],
     swiftLanguageModes: [.v6]

@@ -219,7 +219,9 @@ struct EndToEndTests {
             try await fixture.client.send(try liveActivityUpdate())
             // A second client with the same key signs its own token ten minutes later.
             let later = ManualClock(Date().addingTimeInterval(10 * 60))
-            let other = try APNSClient(configuration: fixture.client.configuration, logger: Logger(label: "apns-tests"), currentTime: later.read)
+            let other = try APNSClient(
+                configuration: fixture.client.configuration, logger: Logger(label: "apns-tests"),
+                eventLoopGroup: fixture.eventLoopGroup, currentTime: later.read)
             let error = await #expect(throws: APNSError.self) {
                 try await other.send(try liveActivityUpdate())
             }

@@ -2,6 +2,7 @@ import APNS
 import Crypto
 import Foundation
 import Logging
+import NIOPosix
 import OrderFlowTesting
 import Synchronization
 
@@ -35,10 +36,16 @@ enum TestCredentials {
 }
 
 /// A running local APNs stand-in and a client pointed at it; both are torn down afterwards.
+///
+/// The two run on an event loop of their own, not on NIO's shared one: tests run in parallel,
+/// and in a debug build one test's hundreds of HTTP/2 streams keep a shared loop busy for
+/// seconds, long enough for another test's connection to time out.
 struct LocalAPNSFixture {
     let server: LocalAPNSServer
     let client: APNSClient
     let signingKey: P256.Signing.PrivateKey
+    /// For further clients of a scenario, so that they share the fixture's loop.
+    let eventLoopGroup: MultiThreadedEventLoopGroup
 
     static func with<T>(
         serverConfiguration: (inout LocalAPNSServer.Configuration) -> Void = { _ in },
@@ -47,12 +54,31 @@ struct LocalAPNSFixture {
         currentTime: @escaping @Sendable () -> Date = { Date() },
         _ body: (LocalAPNSFixture) async throws -> T
     ) async throws -> T {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        do {
+            let result = try await with(group, serverConfiguration, clientConfiguration, clientKey, currentTime, body)
+            try await group.shutdownGracefully()
+            return result
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+    }
+
+    private static func with<T>(
+        _ group: MultiThreadedEventLoopGroup,
+        _ serverConfiguration: (inout LocalAPNSServer.Configuration) -> Void,
+        _ clientConfiguration: (inout APNSClientConfiguration) -> Void,
+        _ clientKey: P256.Signing.PrivateKey?,
+        _ currentTime: @escaping @Sendable () -> Date,
+        _ body: (LocalAPNSFixture) async throws -> T
+    ) async throws -> T {
         let key = P256.Signing.PrivateKey()
         var serverConfig = LocalAPNSServer.Configuration(
             signingKeys: [.init(keyID: TestCredentials.keyID, teamID: TestCredentials.teamID, publicKey: key.publicKey)]
         )
         serverConfiguration(&serverConfig)
-        let server = try LocalAPNSServer(configuration: serverConfig)
+        let server = try LocalAPNSServer(configuration: serverConfig, eventLoopGroup: group)
         try await server.start()
 
         var config = APNSClientConfiguration(
@@ -66,12 +92,13 @@ struct LocalAPNSFixture {
         clientConfiguration(&config)
         let client: APNSClient
         do {
-            client = try APNSClient(configuration: config, logger: Logger(label: "apns-tests"), currentTime: currentTime)
+            client = try APNSClient(
+                configuration: config, logger: Logger(label: "apns-tests"), eventLoopGroup: group, currentTime: currentTime)
         } catch {
             try await server.stop()
             throw error
         }
-        let fixture = LocalAPNSFixture(server: server, client: client, signingKey: key)
+        let fixture = LocalAPNSFixture(server: server, client: client, signingKey: key, eventLoopGroup: group)
         do {
             let result = try await body(fixture)
             try await client.shutdown()

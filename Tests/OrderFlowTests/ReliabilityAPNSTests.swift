@@ -40,7 +40,8 @@ struct ReliabilityAPNSTests {
                 environment: .custom(baseURL: harness.apns.baseURL, trustRootsPEM: harness.apns.trustRootPEM),
                 credentials: .init(key: .pem(harness.signingKeyPEM), keyID: WorkerHarness.keyID, teamID: WorkerHarness.teamID),
                 timeouts: .init(request: fault == .slowPastTimeout ? .seconds(1) : .seconds(30))),
-            logger: Logger(label: "apns", factory: { _ in SwiftLogNoOpLogHandler() }))
+            logger: Logger(label: "apns", factory: { _ in SwiftLogNoOpLogHandler() }),
+            eventLoopGroup: harness.eventLoopGroup)
         let tokens = (0..<Self.orders).map { EngineFixture.token(7000 + $0) }
         for (index, token) in tokens.enumerated() {
             try await harness.createTicker("F\(index)")

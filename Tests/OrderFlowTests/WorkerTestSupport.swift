@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import Logging
 import Metrics
+import NIOPosix
 @testable import OrderFlow
 import OrderFlowTesting
 import PGKit
@@ -12,11 +13,13 @@ import Testing
 import WorkflowKit
 
 /// A migrated database with the shipped workflows (plus `ticker`, eleven steps for merge tests),
-/// an engine, a local APNs stand-in and a client pointed at it.
+/// an engine, a local APNs stand-in and a client pointed at it. The stand-in and the client run
+/// on an event loop of their own, so that parallel tests cannot hold up each other's connections.
 struct WorkerHarness: Sendable {
     let fixture: EngineFixture
     let apns: LocalAPNSServer
     let client: APNSClient
+    let eventLoopGroup: MultiThreadedEventLoopGroup
     let logs: LogRecorder
     /// The provider key the stand-in trusts, for scenarios that build a client of their own.
     let signingKeyPEM: String
@@ -32,20 +35,25 @@ struct WorkerHarness: Sendable {
         let fixture = try await EngineFixture.make()
         _ = try await fixture.engine.applyWorkflow(yaml: tickerWorkflow, file: "ticker.yaml")
         let key = P256.Signing.PrivateKey()
-        let apns = try LocalAPNSServer(configuration: .init(
-            signingKeys: [.init(keyID: keyID, teamID: teamID, publicKey: key.publicKey)]))
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let apns = try LocalAPNSServer(
+            configuration: .init(signingKeys: [.init(keyID: keyID, teamID: teamID, publicKey: key.publicKey)]),
+            eventLoopGroup: group)
         try await apns.start()
         let client = try APNSClient(
             configuration: APNSClientConfiguration(
                 environment: .custom(baseURL: apns.baseURL, trustRootsPEM: apns.trustRootPEM),
                 credentials: .init(key: .pem(key.pemRepresentation), keyID: keyID, teamID: teamID)),
-            logger: Logger(label: "apns", factory: { _ in SwiftLogNoOpLogHandler() }))
-        return WorkerHarness(fixture: fixture, apns: apns, client: client, logs: LogRecorder(), signingKeyPEM: key.pemRepresentation)
+            logger: Logger(label: "apns", factory: { _ in SwiftLogNoOpLogHandler() }),
+            eventLoopGroup: group)
+        return WorkerHarness(fixture: fixture, apns: apns, client: client, eventLoopGroup: group, logs: LogRecorder(),
+                             signingKeyPEM: key.pemRepresentation)
     }
 
     func shutdown() async {
         try? await client.shutdown()
         try? await apns.stop()
+        try? await eventLoopGroup.shutdownGracefully()
         await fixture.shutdown()
     }
 
