@@ -70,6 +70,30 @@ public final class OrderFlowEngine: Sendable {
     /// The channel workers LISTEN on.
     public static let wakeChannel = "orderflow_wake"
 
+    /// The executor for tasks that call the engine many times, such as a backend's request
+    /// handlers or an import job.
+    ///
+    /// Every answer from PostgreSQL arrives on one thread. A task without a preference is handed
+    /// from there to the concurrency pool after each statement; a task that prefers this
+    /// executor carries on where the answer arrived, one thread wake-up less per call:
+    ///
+    /// ```swift
+    /// try await withThrowingTaskGroup(of: Void.self) { group in
+    ///     for order in orders {
+    ///         group.addTask(executorPreference: engine.preferredExecutor) {
+    ///             _ = try await engine.advance(order, to: "ready")
+    ///         }
+    ///     }
+    ///     try await group.waitForAll()
+    /// }
+    /// ```
+    ///
+    /// (`withTaskExecutorPreference(engine.preferredExecutor) { … }` does the same for the
+    /// current task.) The code of such tasks between two calls runs on that one thread too:
+    /// keep long computations out of them. In `BENCHMARKS.md`, eight tasks advancing orders
+    /// reach about 10 % more advances per second with the preference than without.
+    public var preferredExecutor: any TaskExecutor { PostgresConnection.socketExecutor }
+
     public init(configuration: OrderFlowConfiguration, logger: Logger = Logger(label: "orderflow")) {
         self.configuration = configuration
         self.logger = logger

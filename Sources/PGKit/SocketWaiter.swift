@@ -11,22 +11,30 @@ import Synchronization
 /// With this, a statement costs its caller one thread hand-off (this thread resuming the task)
 /// instead of two (to a connection's own thread and back), and the process needs one thread
 /// for all its connections rather than one each.
-final class SocketWaiter: Sendable {
+///
+/// The thread is also a `TaskExecutor`. A task that prefers it runs here between its waits:
+/// the answer to its statement resumes it on the thread that saw the answer arrive, with no
+/// hand-off to the concurrency pool at all — the way a single-threaded client such as pgbench
+/// runs. Jobs run between two `epoll_wait`s, in the order they came.
+final class SocketWaiter: TaskExecutor, Sendable {
     static let shared = SocketWaiter()
 
     private let epollFD: Int32
+    /// An eventfd in the epoll set, rung when a job arrives while the thread sleeps in `epoll_wait`.
+    private let doorbellFD: Int32
     /// At most one waiting task per descriptor: a connection has one statement in flight.
     private let waiting = Mutex<[Int32: UnsafeContinuation<Int32, Never>]>([:])
+    /// Jobs of the tasks that prefer this executor, and whether the thread sleeps without a limit.
+    private let jobs = Mutex<(queue: [UnownedJob], sleeping: Bool)>(([], false))
     /// Why `epoll_create1` failed, if it did (every wait then reports it).
     private let creationError: Int32
 
     private init() {
         epollFD = orderflow_epoll_create()
         creationError = epollFD >= 0 ? 0 : errno
-        guard epollFD >= 0 else { return }  // every wait then reports failure
-        let thread = Thread { [self] in self.run() }
-        thread.stackSize = 256 << 10
-        thread.start()
+        doorbellFD = epollFD >= 0 ? orderflow_epoll_add_doorbell(epollFD) : -1
+        guard epollFD >= 0 else { return }  // every wait reports failure; jobs go to the pool
+        Thread { [self] in self.run() }.start()
     }
 
     /// Suspends until `fd` is readable (or writable, when `writable`), has an error or was hung
@@ -45,15 +53,56 @@ final class SocketWaiter: Sendable {
         }
     }
 
+    func enqueue(_ job: consuming ExecutorJob) {
+        guard epollFD >= 0 else {
+            // No thread to run it (epoll could not be set up): the pool runs it instead.
+            globalConcurrentExecutor.enqueue(job)
+            return
+        }
+        let job = UnownedJob(job)
+        let wasSleeping = jobs.withLock { state in
+            state.queue.append(job)
+            defer { state.sleeping = false }
+            return state.sleeping
+        }
+        if wasSleeping { orderflow_doorbell_ring(doorbellFD) }
+    }
+
     private func run() {
         nameCurrentThread("pg sockets")
         var ready = [Int32](repeating: 0, count: 64)
+        var batch: [UnownedJob] = []
         while true {
-            let count = orderflow_epoll_wait(epollFD, &ready, Int32(ready.count))
-            guard count > 0 else { continue }  // EINTR
+            jobs.withLock { state in
+                swap(&batch, &state.queue)
+                // Sleep without a limit only when a job arriving meanwhile can ring the doorbell.
+                state.sleeping = batch.isEmpty && doorbellFD >= 0
+            }
+            for job in batch { job.runSynchronously(on: asUnownedTaskExecutor()) }
+            // After jobs, only look at the sockets: more jobs may have come. Without a
+            // doorbell (eventfd failed), look for jobs every millisecond.
+            let timeout: Int32 = !batch.isEmpty ? 0 : doorbellFD >= 0 ? -1 : 1
+            batch.removeAll(keepingCapacity: true)
+            let count = orderflow_epoll_wait(epollFD, &ready, Int32(ready.count), timeout)
+            guard count > 0 else { continue }  // EINTR, or nothing ready
             for fd in ready.prefix(Int(count)) {
-                waiting.withLock { $0.removeValue(forKey: fd) }?.resume(returning: 0)
+                if fd == doorbellFD {
+                    orderflow_doorbell_reset(fd)
+                } else {
+                    waiting.withLock { $0.removeValue(forKey: fd) }?.resume(returning: 0)
+                }
             }
         }
     }
+}
+
+extension PostgresConnection {
+    /// The thread on which every connection's answers arrive, as a `TaskExecutor`.
+    ///
+    /// A task that mostly runs statements can prefer it — `withTaskExecutorPreference(_:)`, or
+    /// `group.addTask(executorPreference:)` — and is then resumed on the thread that received
+    /// the answer instead of being handed to the concurrency pool: one thread wake-up less per
+    /// statement. Its code between statements runs on that one thread too, so keep long
+    /// computations out of such tasks; tasks without the preference are unaffected.
+    public static var socketExecutor: any TaskExecutor { SocketWaiter.shared }
 }

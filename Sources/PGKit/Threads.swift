@@ -21,3 +21,10 @@ func nameCurrentThread(_ name: String) {
     while !bytes.isEmpty, String(validating: bytes, as: UTF8.self) == nil { bytes.removeLast() }  // whole characters only
     orderflow_name_thread(String(decoding: bytes, as: UTF8.self))
 }
+
+/// The calling thread's name as the system knows it (see `nameCurrentThread`).
+func currentThreadName() -> String {
+    var buffer = [CChar](repeating: 0, count: 16)
+    orderflow_thread_name(&buffer)
+    return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}

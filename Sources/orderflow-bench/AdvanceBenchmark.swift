@@ -9,69 +9,137 @@ import WorkflowKit
 
 /// Transitions per second through the engine, against pgbench running the same writes as one
 /// SQL statement (update the order, insert history, insert the command): the raw limit.
+///
+/// Three sides take turns on one database: pgbench; the engine called from tasks that prefer
+/// its executor (`OrderFlowEngine.preferredExecutor`, resumed where PostgreSQL's answers
+/// arrive); the engine called from plain tasks on the concurrency pool. The order of the sides
+/// rotates from round to round, and each ratio is taken of the sides' mean rates: pgbench alone
+/// swings ±10 % from one 10-second run to the next and the tables grow as a run goes on, so
+/// every side goes through the same drift instead of one side getting the fresher database.
 struct AdvanceBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "advance",
         abstract: "Engine advances/s vs the one-statement SQL transition under pgbench.",
-        discussion: "Example: swift run -c release orderflow-bench advance --seconds 10")
+        discussion: "Example: swift run -c release orderflow-bench advance --seconds 10 --rounds 3")
 
-    @Option(help: "Seconds each side runs.") var seconds = 10
+    @Option(help: "Seconds of each turn of each side.") var seconds = 10
+    @Option(help: "Rounds; in each, every side has one turn, in an order that rotates.") var rounds = 3
     @Option(help: "Concurrent tasks (engine) and clients (pgbench).") var tasks = 8
     @Option(help: "PostgreSQL server URL (default: ORDERFLOW_DATABASE_URL, else a private cluster in .orderflow/).")
     var database: String?
     @Flag(help: "Do not send the coalesced worker wake-up NOTIFY (to measure what it costs).")
     var noNotify = false
     @Option(help: ArgumentHelp(
-        "Orders the engine keeps in its in-process cache (default: every order the run prepares, as a backend that created its orders itself would; the library's default is 10000).",
+        "Orders the engine keeps in its in-process cache (default: every order of a turn, which are created just before it, as a backend that created its orders itself would; the library's default is 10000).",
         valueName: "n"))
     var cachedOrders: Int?
+
+    enum Side: CaseIterable {
+        case raw, preferredExecutor, pool
+
+        var label: String {
+            switch self {
+            case .raw: "raw SQL (pgbench)"
+            case .preferredExecutor: "engine, tasks preferring its executor"
+            case .pool: "engine, tasks on the pool"
+            }
+        }
+    }
+
+    func validate() throws {
+        guard seconds >= 1, rounds >= 1, tasks >= 1 else {
+            throw ValidationError("--seconds, --rounds and --tasks must each be at least 1.")
+        }
+    }
 
     func run() async throws {
         var logger = Logger(label: "orderflow.bench")
         logger.logLevel = .warning
         let bench = try await BenchDatabase.make(url: database)
-        // Enough orders that no task runs out: each order takes four advances.
-        let ordersNeeded = max(2_000, seconds * 12_000 / 4)
+        // Enough orders that no task runs out in a turn: each order takes four advances.
+        let ordersPerTurn = max(2_000, seconds * 12_000 / 4)
         var configuration = OrderFlowConfiguration(database: bench.configuration, maximumConnections: tasks)
         configuration.notifyWorkers = !noNotify
-        configuration.cachedOrders = cachedOrders ?? ordersNeeded + 1
-        let engine = OrderFlowEngine(configuration: configuration, logger: logger)
-        _ = try await engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
+        configuration.cachedOrders = cachedOrders ?? ordersPerTurn + 1
+        // Sets the database up and runs the maintenance between turns; each engine turn gets an
+        // engine of its own, which creates the turn's orders just before it (and so knows them,
+        // as a backend that created its orders itself would).
+        let setup = OrderFlowEngine(configuration: configuration, logger: logger)
+        _ = try await setup.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
         print("order cache: \(configuration.cachedOrders) orders")
-        print("preparing \(ordersNeeded) orders for the engine and 10000 for pgbench…")
-        try await createOrders(engine: engine, count: ordersNeeded)
-        let sample = try await engine.advance("bench-0", to: "accept", input: ["eta": "+20m"])
-        try await prepareRawOrders(engine: engine, count: 10_000)
-        // Fresh tables have no statistics yet; both sides should run with the plans a live
-        // database would use.
-        try await engine.pool.query(PostgresQuery("ANALYZE"))
+        for orderID in ["bench-sample", "bench-template"] {
+            _ = try await setup.createOrder(NewOrder(
+                orderID: orderID, workflow: "food-order",
+                attributes: ["merchantName": "Bench Bistro", "orderNumber": "sample", "itemCount": 2]))
+        }
+        let sample = try await setup.advance("bench-sample", to: "accept", input: ["eta": "+20m"])
+        print("preparing 10000 orders for pgbench, and \(ordersPerTurn) for each turn of the engine just before it…")
+        try await prepareRawOrders(engine: setup, count: 10_000)
+        let variables = [
+            "rendered": try PostgresJSON(encoding: sample.transition.rendered).text,
+            "content": try PostgresJSON(encoding: sample.order.content).text,
+            "input": try PostgresJSON(encoding: sample.transition.input).text,
+        ]
 
-        try await engine.pool.query(PostgresQuery("CHECKPOINT"))
-        print("pgbench: one-statement transition, \(tasks) clients, \(seconds) s…")
-        let raw = try await runPgbench(url: bench.configuration.connectionString,
-                                 script: rawScript, clients: tasks, seconds: seconds,
-                                 variables: [
-                                     "rendered": try PostgresJSON(encoding: sample.transition.rendered).text,
-                                     "content": try PostgresJSON(encoding: sample.order.content).text,
-                                     "input": try PostgresJSON(encoding: sample.transition.input).text,
-                                 ])
-        try await engine.pool.query(PostgresQuery("CHECKPOINT"))
-        print("engine: advance through food-order, \(tasks) tasks, \(seconds) s…")
-        let engineRate = try await runEngine(engine: engine, orders: ordersNeeded)
-        let ratio = engineRate / raw
-        print(String(format: "raw SQL (pgbench)      %8.0f transitions/s", raw))
-        print(String(format: "engine advance         %8.0f transitions/s", engineRate))
-        print(String(format: "ratio engine/raw       %8.2f   (target ≥ 0.70)", ratio))
-        await engine.shutdown()
+        print("\(rounds) rounds, each side \(seconds) s per round; \(tasks) pgbench clients running the one-statement transition, \(tasks) tasks advancing orders through food-order")
+        var rates: [Side: [Double]] = [:]
+        var nextOrder = 0
+        for round in 0..<rounds {
+            let sides = Side.allCases
+            for position in 0..<sides.count {
+                let side = sides[(position + round) % sides.count]  // R P E | P E R | E R P | …
+                var engine: OrderFlowEngine?
+                var orders = 0..<0
+                if side != .raw {
+                    engine = OrderFlowEngine(configuration: configuration, logger: logger)
+                    orders = nextOrder..<(nextOrder + ordersPerTurn)
+                    nextOrder = orders.upperBound
+                    try await createOrders(engine: engine!, range: orders)
+                }
+                // Each turn starts vacuumed, analyzed and from a checkpoint: no turn inherits
+                // another's dead rows or dirty pages, and autovacuum (woken by the orders just
+                // created) does not run inside one side's turn only.
+                try await setup.pool.query(PostgresQuery("VACUUM ANALYZE"))
+                try await setup.pool.query(PostgresQuery("CHECKPOINT"))
+                // A line as each turn starts, for scripts that sample the process during one.
+                print("round \(round + 1): \(side)…")
+                let rate: Double
+                switch side {
+                case .raw:
+                    rate = try await runPgbench(url: bench.configuration.connectionString,
+                                                script: rawScript, clients: tasks, seconds: seconds, variables: variables)
+                case .preferredExecutor:
+                    rate = try await runEngine(engine: engine!, orders: orders, executor: engine!.preferredExecutor)
+                case .pool:
+                    rate = try await runEngine(engine: engine!, orders: orders, executor: nil)
+                }
+                await engine?.shutdown()
+                rates[side, default: []].append(rate)
+                print("  round \(round + 1)  " + side.label.padding(toLength: 38, withPad: " ", startingAt: 0)
+                      + String(format: "%8.0f transitions/s", rate))
+            }
+        }
+        func mean(_ side: Side) -> Double { rates[side]!.reduce(0, +) / Double(rounds) }
+        let raw = mean(.raw)
+        for side in Side.allCases {
+            print(side.label.padding(toLength: 40, withPad: " ", startingAt: 0)
+                  + String(format: "%8.0f transitions/s  (mean of %d turns)", mean(side), rounds))
+        }
+        for side in [Side.preferredExecutor, .pool] {
+            let byRound = zip(rates[side]!, rates[.raw]!).map { String(format: "%.2f", $0 / $1) }.joined(separator: " / ")
+            print(("ratio " + side.label + "/raw").padding(toLength: 52, withPad: " ", startingAt: 0)
+                  + String(format: "%5.2f", mean(side) / raw) + "   (target ≥ 0.70; round by round \(byRound))")
+        }
+        await setup.shutdown()
         await bench.drop()
     }
 
-    private func createOrders(engine: OrderFlowEngine, count: Int) async throws {
+    private func createOrders(engine: OrderFlowEngine, range: Range<Int>) async throws {
         let tasks = self.tasks
         try await withThrowingTaskGroup(of: Void.self) { group in
             for task in 0..<tasks {
                 group.addTask {
-                    for index in stride(from: task, to: count, by: tasks) {
+                    for index in stride(from: range.lowerBound + task, to: range.upperBound, by: tasks) {
                         _ = try await engine.createOrder(NewOrder(
                             orderID: "bench-\(index)", workflow: "food-order",
                             attributes: ["merchantName": "Bench Bistro", "orderNumber": .string("\(index)"), "itemCount": 2]))
@@ -92,7 +160,7 @@ struct AdvanceBenchmark: AsyncParsableCommand {
             INSERT INTO orders (merchant_id, order_id, workflow_name, workflow_version, state, seq, attributes, content,
                                 created_at, updated_at, state_entered_at)
             SELECT 'raw', 'raw-' || n, 'food-order', 1, 'received', 1, o.attributes, o.content, now(), now(), now()
-            FROM generate_series(1, $1) AS n, (SELECT attributes, content FROM orders WHERE order_id = 'bench-1') AS o
+            FROM generate_series(1, $1) AS n, (SELECT attributes, content FROM orders WHERE order_id = 'bench-template') AS o
             """, count))
     }
 
@@ -108,7 +176,7 @@ struct AdvanceBenchmark: AsyncParsableCommand {
         """
     }
 
-    private func runEngine(engine: OrderFlowEngine, orders: Int) async throws -> Double {
+    private func runEngine(engine: OrderFlowEngine, orders: Range<Int>, executor: (any TaskExecutor)?) async throws -> Double {
         let steps: [(String, JSONValue)] = [
             ("accept", ["eta": "+20m"]), ("ready", [:]), ("dispatch", ["eta": "+15m", "driver": "Sam"]), ("deliver", [:]),
         ]
@@ -119,9 +187,8 @@ struct AdvanceBenchmark: AsyncParsableCommand {
         let tasks = self.tasks
         try await withThrowingTaskGroup(of: Void.self) { group in
             for task in 0..<tasks {
-                group.addTask {
-                    // bench-0 was advanced once already while preparing: skip it.
-                    for index in stride(from: task == 0 ? tasks : task, to: orders, by: tasks) {
+                group.addTask(executorPreference: executor) {
+                    for index in stride(from: orders.lowerBound + task, to: orders.upperBound, by: tasks) {
                         for (target, input) in steps {
                             guard clock.now < deadline else { return }
                             _ = try await engine.advance("bench-\(index)", to: target, input: input)

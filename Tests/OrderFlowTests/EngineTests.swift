@@ -120,14 +120,18 @@ struct EngineTests {
         }
     }
 
-    @Test func fiftyConcurrentAdvancesOnOneOrder() async throws {
+    /// Also with the callers' tasks preferring the engine's executor, where they run on the
+    /// thread that receives PostgreSQL's answers.
+    @Test(arguments: [false, true])
+    func fiftyConcurrentAdvancesOnOneOrder(onPreferredExecutor: Bool) async throws {
         let fixture = try await EngineFixture.make(maximumConnections: 16)
         try await fixture.createFoodOrder("race")
         // Everyone tries every step in order; only a step valid at the moment it commits wins.
         let steps = ["in_progress", "ready", "out_for_delivery", "delivered"]
+        let executor = onPreferredExecutor ? fixture.engine.preferredExecutor : nil
         let outcomes = try await withThrowingTaskGroup(of: [String].self) { group in
             for worker in 0..<50 {
-                group.addTask {
+                group.addTask(executorPreference: executor) {
                     var won: [String] = []
                     for step in steps {
                         do {
