@@ -180,7 +180,12 @@ extension UUID: PostgresDecodable, PostgresBindable {
 extension Date {
     /// This instant as a `timestamptz` column stores it (whole microseconds): a value returned
     /// from what was just written equals what a later read of the row gives.
-    public var asStoredByPostgres: Date { PostgresTimestamp.parse(PostgresTimestamp.format(self)) ?? self }
+    /// Computed as `PostgresTimestamp.parse(PostgresTimestamp.format(self))` would be, without
+    /// the text: every advance takes its time this way.
+    public var asStoredByPostgres: Date {
+        let (seconds, micros) = PostgresTimestamp.wholeMicroseconds(self)
+        return PostgresTimestamp.date(seconds: seconds, micros: micros)
+    }
 }
 
 extension Date: PostgresDecodable, PostgresBindable {
@@ -338,24 +343,62 @@ enum PostgresArrayLiteral {
 // MARK: - Timestamps
 
 enum PostgresTimestamp {
-    /// Formats as ISO-8601 with microseconds in UTC, which PostgreSQL parses exactly.
-    static func format(_ date: Date) -> String {
+    /// The instant in whole seconds since 1970 and microseconds (0 ..< 1,000,000), rounded to
+    /// the nearest microsecond as PostgreSQL stores it.
+    static func wholeMicroseconds(_ date: Date) -> (seconds: Int64, micros: Int64) {
         let totalMicros = (date.timeIntervalSince1970 * 1_000_000).rounded()
         var seconds = Int64((totalMicros / 1_000_000).rounded(.down))
         var micros = Int64(totalMicros - Double(seconds) * 1_000_000)
         if micros < 0 { micros += 1_000_000; seconds -= 1 }
         if micros >= 1_000_000 { micros -= 1_000_000; seconds += 1 }
+        return (seconds, micros)
+    }
+
+    /// The one way a `Date` is made from seconds and microseconds, by `parse` and by
+    /// `Date.asStoredByPostgres` alike, so that the two agree to the last bit.
+    static func date(seconds: Int64, micros: Int64) -> Date {
+        Date(timeIntervalSince1970: Double(seconds) + Double(micros) / 1_000_000)
+    }
+
+    /// Formats as ISO-8601 with microseconds in UTC, which PostgreSQL parses exactly:
+    /// `2026-11-22 13:07:22.500000+00`. Written byte by byte: every advance binds a time.
+    static func format(_ date: Date) -> String {
+        let (seconds, micros) = wholeMicroseconds(date)
         var time = time_t(seconds)
         var parts = tm()
         gmtime_r(&time, &parts)
-        func pad(_ value: Int32, _ width: Int) -> String {
-            let text = String(value)
-            return String(repeating: "0", count: max(0, width - text.count)) + text
+        let year = Int(parts.tm_year) + 1900
+        guard (0...9999).contains(year) else {
+            // Outside four-digit years (which no order reaches): plain text, as PostgreSQL
+            // reads it.
+            return String(format: "%04d-%02d-%02d %02d:%02d:%02d.%06d+00", year, parts.tm_mon + 1, parts.tm_mday,
+                          parts.tm_hour, parts.tm_min, parts.tm_sec, Int(micros))
         }
-        let microText = String(micros)
-        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))"
-            + " \(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2))."
-            + String(repeating: "0", count: 6 - microText.count) + microText + "+00"
+        // "YYYY-MM-DD HH:MM:SS.ffffff+00": 29 bytes.
+        return String(unsafeUninitializedCapacity: 29) { buffer in
+            var index = 0
+            func put(_ value: Int, digits: Int) {
+                var value = value
+                for position in stride(from: index + digits - 1, through: index, by: -1) {
+                    buffer[position] = UInt8(48 + value % 10)
+                    value /= 10
+                }
+                index += digits
+            }
+            func put(_ byte: UInt8) {
+                buffer[index] = byte
+                index += 1
+            }
+            put(year, digits: 4); put(UInt8(ascii: "-"))
+            put(Int(parts.tm_mon) + 1, digits: 2); put(UInt8(ascii: "-"))
+            put(Int(parts.tm_mday), digits: 2); put(UInt8(ascii: " "))
+            put(Int(parts.tm_hour), digits: 2); put(UInt8(ascii: ":"))
+            put(Int(parts.tm_min), digits: 2); put(UInt8(ascii: ":"))
+            put(Int(parts.tm_sec), digits: 2); put(UInt8(ascii: "."))
+            put(Int(micros), digits: 6)
+            put(UInt8(ascii: "+")); put(UInt8(ascii: "0")); put(UInt8(ascii: "0"))
+            return index
+        }
     }
 
     /// Parses `YYYY-MM-DD HH:MM:SS[.ffffff][+HH[:MM[:SS]]]`, the ISO output style.
@@ -382,14 +425,18 @@ enum PostgresTimestamp {
               expect(32) || expect(84), let hour = number(2), expect(58), let minute = number(2),
               expect(58), let second = number(2)
         else { return nil }
-        var fraction = 0.0
+        // Microseconds: PostgreSQL writes at most six digits; any further ones are dropped.
+        var micros = 0
         if expect(46) {
-            var scale = 0.1
+            var digits = 0
             while index < bytes.count, bytes[index] >= 48, bytes[index] <= 57 {
-                fraction += Double(bytes[index] - 48) * scale
-                scale /= 10
+                if digits < 6 {
+                    micros = micros * 10 + Int(bytes[index] - 48)
+                    digits += 1
+                }
                 index += 1
             }
+            for _ in digits..<6 { micros *= 10 }
         }
         var offsetSeconds = 0
         if index < bytes.count {
@@ -413,7 +460,6 @@ enum PostgresTimestamp {
         let doy = (153 * mp + 2) / 5 + day - 1
         let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
         let days = era * 146_097 + doe - 719_468
-        let epoch = Double(days * 86_400 + hour * 3600 + minute * 60 + second - offsetSeconds) + fraction
-        return Date(timeIntervalSince1970: epoch)
+        return date(seconds: Int64(days * 86_400 + hour * 3600 + minute * 60 + second - offsetSeconds), micros: Int64(micros))
     }
 }
