@@ -60,8 +60,10 @@ CONF
   echo "==> throw-away PostgreSQL on 127.0.0.1:$port ($PG_DATA)"
 }
 
+# Stops the server and exits with the script's status ($?, or the first argument when a
+# caller's own trap ran commands before this).
 stop_throwaway_postgres() {
-  local status=$?
+  local status=${1:-$?}
   if [ -n "${PG_DATA:-}" ] && [ -f "$PG_DATA/postmaster.pid" ]; then
     as_server_user "$PG_BINDIR/pg_ctl" -D "$PG_DATA" -m immediate -w stop >/dev/null 2>&1 || true
   fi
