@@ -88,32 +88,30 @@ struct AdvanceBenchmark: AsyncParsableCommand {
             let sides = Side.allCases
             for position in 0..<sides.count {
                 let side = sides[(position + round) % sides.count]  // R P E | P E R | E R P | …
-                var engine: OrderFlowEngine?
-                var orders = 0..<0
-                if side != .raw {
-                    engine = OrderFlowEngine(configuration: configuration, logger: logger)
-                    orders = nextOrder..<(nextOrder + ordersPerTurn)
-                    nextOrder = orders.upperBound
-                    try await createOrders(engine: engine!, range: orders)
-                }
                 // Each turn starts vacuumed, analyzed and from a checkpoint: no turn inherits
                 // another's dead rows or dirty pages, and autovacuum (woken by the orders just
-                // created) does not run inside one side's turn only.
-                try await setup.pool.query(PostgresQuery("VACUUM ANALYZE"))
-                try await setup.pool.query(PostgresQuery("CHECKPOINT"))
-                // A line as each turn starts, for scripts that sample the process during one.
-                print("round \(round + 1): \(side)…")
+                // created) does not run inside one side's turn only. A line as each turn starts,
+                // for scripts that sample the process during one.
+                func startTurn() async throws {
+                    try await setup.pool.query(PostgresQuery("VACUUM ANALYZE"))
+                    try await setup.pool.query(PostgresQuery("CHECKPOINT"))
+                    print("round \(round + 1): \(side)…")
+                }
                 let rate: Double
-                switch side {
-                case .raw:
+                if side == .raw {
+                    try await startTurn()
                     rate = try await runPgbench(url: bench.configuration.connectionString,
                                                 script: rawScript, clients: tasks, seconds: seconds, variables: variables)
-                case .preferredExecutor:
-                    rate = try await runEngine(engine: engine!, orders: orders, executor: engine!.preferredExecutor)
-                case .pool:
-                    rate = try await runEngine(engine: engine!, orders: orders, executor: nil)
+                } else {
+                    let engine = OrderFlowEngine(configuration: configuration, logger: logger)
+                    let orders = nextOrder..<(nextOrder + ordersPerTurn)
+                    nextOrder = orders.upperBound
+                    try await createOrders(engine: engine, range: orders)
+                    try await startTurn()
+                    rate = try await runEngine(
+                        engine: engine, orders: orders, executor: side == .preferredExecutor ? engine.preferredExecutor : nil)
+                    await engine.shutdown()
                 }
-                await engine?.shutdown()
                 rates[side, default: []].append(rate)
                 print("  round \(round + 1)  " + side.label.padding(toLength: 38, withPad: " ", startingAt: 0)
                       + String(format: "%8.0f transitions/s", rate))
