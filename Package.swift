@@ -72,6 +72,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .target(
@@ -82,6 +83,10 @@ let package = Package(
                 "APNS",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             resources: [.copy("Migrations")]
@@ -91,13 +96,8 @@ let package = Package(
             dependencies: ["PGKit", "LocalPostgres"]
         ),
         .target(
-            name: "OrderFlowTesting",
+            name: "LocalAPNS",
             dependencies: [
-                "OrderFlow",
-                "PostgresTesting",
-                "PGKit",
-                "APNS",
-                "LocalPostgres",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -109,16 +109,44 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
             ]
         ),
+        .target(
+            name: "OrderFlowTesting",
+            dependencies: [
+                "OrderFlow",
+                "PostgresTesting",
+                "PGKit",
+                "APNS",
+                "LocalAPNS",
+                "LocalPostgres",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "ConsoleOutput",
+            dependencies: ["APNS"]
+        ),
+        .target(
+            name: "OrderFlowDemo",
+            dependencies: [
+                "OrderFlow",
+                "WorkflowKit",
+                "LocalAPNS",
+                "ConsoleOutput",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         .executableTarget(
             name: "orderflow",
             dependencies: [
                 "OrderFlow",
                 "LocalPostgres",
-                "OrderFlowTesting",
+                "ConsoleOutput",
+                "OrderFlowDemo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
@@ -127,6 +155,7 @@ let package = Package(
             dependencies: [
                 "OrderFlow",
                 "OrderFlowTesting",
+                "LocalAPNS",
                 "LocalPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -134,12 +163,12 @@ let package = Package(
         ),
         .testTarget(name: "PGKitTests", dependencies: ["PGKit", "PostgresTesting", "LocalPostgres"]),
         .testTarget(name: "WorkflowKitTests", dependencies: ["WorkflowKit"]),
-        .testTarget(name: "APNSTests", dependencies: ["APNS", "OrderFlowTesting", .product(name: "NIOPosix", package: "swift-nio")]),
+        .testTarget(name: "APNSTests", dependencies: ["APNS", "LocalAPNS", "OrderFlowTesting", .product(name: "NIOPosix", package: "swift-nio")]),
         .testTarget(
             name: "OrderFlowTests",
-            dependencies: ["OrderFlow", "OrderFlowTesting", "PGKit", "LocalPostgres", .product(name: "NIOPosix", package: "swift-nio")]
+            dependencies: ["OrderFlow", "OrderFlowTesting", "LocalAPNS", "PGKit", "LocalPostgres", .product(name: "NIOPosix", package: "swift-nio")]
         ),
-        .testTarget(name: "CLITests", dependencies: ["OrderFlowTesting"]),
+        .testTarget(name: "CLITests", dependencies: ["OrderFlowTesting", "LocalAPNS"]),
     ],
     swiftLanguageModes: [.v6]
 )

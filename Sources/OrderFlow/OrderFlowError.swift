@@ -14,8 +14,13 @@ public struct OrderFlowError: Error, Sendable, CustomStringConvertible {
         case invalidTransition
         /// A value the caller gave is not acceptable (attributes, input, token, ambiguous name).
         case invalidInput
-        /// The database cannot be reached now; retrying later is safe.
+        /// The database cannot be reached now, or has no (current) schema; the message says which.
         case databaseUnavailable
+        /// A setting cannot be used: a malformed database URL, an unknown connection option.
+        case invalidConfiguration
+        /// Something no rule foresaw: a bug, or a database error of a kind the engine does not
+        /// expect. The message says what failed.
+        case unexpected
     }
 
     public var code: Code
@@ -34,29 +39,56 @@ public struct OrderFlowError: Error, Sendable, CustomStringConvertible {
 
     public var description: String { message }
 
-    /// Translates lower layers' errors into the engine's vocabulary; others pass through.
-    static func wrap(_ error: any Error) -> any Error {
+    /// The engine's reading of an error from a layer below it (PostgreSQL, workflow values and
+    /// rendering), or nil when `error` is none of those. Callers above the engine (a CLI, an
+    /// HTTP API) use it so that they need not know those layers' error types.
+    public static func translating(_ error: any Error) -> OrderFlowError? {
         switch error {
         case let error as OrderFlowError:
             return error
-        case let error as PostgresError where error.isConnectionProblem || error.kind == .poolTimeout:
-            return OrderFlowError(.databaseUnavailable, "the database is unavailable (\(error.message)); retry when it is back")
-        // The engine checks what callers give before writing; these are the database's own
-        // refusals of a value, should one slip past: still the caller's input, not a crash.
-        case let error as PostgresError where error.kind == .invalidParameter:
-            let reason = error.message.range(of: ": ").map { String(error.message[$0.upperBound...]) } ?? error.message
-            return OrderFlowError(.invalidInput, "a value given cannot be stored: \(reason); correct it and try again")
-        case let error as PostgresError where error.sqlState?.hasPrefix("22") == true:
-            return OrderFlowError(.invalidInput, "a value given cannot be stored: \(error.message); correct it and try again")
-        case let error as PostgresError where error.sqlState == "54000":
-            return OrderFlowError(.invalidInput, "a value given is too large to store; shorten it and try again")
+        case let error as PostgresError:
+            return translating(error)
         case let error as DataValidationError:
             return OrderFlowError(.invalidInput, error.description)
         case let error as RenderError:
             return OrderFlowError(.invalidInput, error.description)
         default:
-            return error
+            return nil
         }
+    }
+
+    static func translating(_ error: PostgresError) -> OrderFlowError {
+        var text = error.message
+        if let hint = error.hint, !hint.isEmpty { text += "; \(hint)" }
+        switch error {
+        case _ where error.isConnectionProblem || error.kind == .poolTimeout:
+            return OrderFlowError(.databaseUnavailable, "the database is unavailable (\(error.message)); retry when it is back")
+        case _ where error.kind == .shutdown:
+            return OrderFlowError(.databaseUnavailable, text)
+        case _ where error.kind == .invalidConfiguration:
+            return OrderFlowError(.invalidConfiguration, text)
+        // 42P01 undefined_table, 3F000 invalid_schema_name: the schema was never migrated.
+        case _ where error.sqlState == "42P01" || error.sqlState == "3F000":
+            return OrderFlowError(.databaseUnavailable, "the database has no OrderFlow schema: run `orderflow migrate` (or `Schema.migrate`)")
+        // The engine checks what callers give before writing; these are the database's own
+        // refusals of a value, should one slip past: still the caller's input, not a crash.
+        case _ where error.kind == .invalidParameter:
+            let reason = error.message.range(of: ": ").map { String(error.message[$0.upperBound...]) } ?? error.message
+            return OrderFlowError(.invalidInput, "a value given cannot be stored: \(reason); correct it and try again")
+        case _ where error.sqlState?.hasPrefix("22") == true:
+            return OrderFlowError(.invalidInput, "a value given cannot be stored: \(error.message); correct it and try again")
+        case _ where error.sqlState == "54000":
+            return OrderFlowError(.invalidInput, "a value given is too large to store; shorten it and try again")
+        case _ where error.isSerializationFailure || error.isUniqueViolation:
+            return OrderFlowError(.conflict, "\(error.message); someone changed the same data at the same time, run the command again")
+        default:
+            return OrderFlowError(.unexpected, "database error: \(error.description)")
+        }
+    }
+
+    /// Translates lower layers' errors into the engine's vocabulary; others pass through.
+    static func wrap(_ error: any Error) -> any Error {
+        translating(error) ?? error
     }
 }
 

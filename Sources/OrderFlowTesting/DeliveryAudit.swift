@@ -1,4 +1,5 @@
 import APNS
+import LocalAPNS
 import Foundation
 
 /// What reached the APNs stand-in in a fault scenario, judged against what had to.

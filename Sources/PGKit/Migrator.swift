@@ -95,6 +95,17 @@ public struct Migrator: Sendable {
         }
     }
 
+    /// The newest applied migration's version: 0 when none is, or the schema has no
+    /// migrations table yet. One statement on a pooled connection.
+    public static func appliedVersion(on pool: PostgresPool) async throws -> Int {
+        do {
+            return try await pool.query(PostgresQuery("SELECT coalesce(max(version), 0) AS version FROM schema_migrations"))
+                .single().decode("version", as: Int.self)
+        } catch let error as PostgresError where error.sqlState == "42P01" {
+            return 0  // undefined_table: never migrated
+        }
+    }
+
     private func status(on connection: PostgresConnection) async throws -> [Status] {
         let exists = try await connection.query(PostgresQuery("SELECT to_regclass('schema_migrations') IS NOT NULL AS present"))
             .single().decode("present", as: Bool.self)

@@ -2,6 +2,7 @@ import APNS
 import ArgumentParser
 import Crypto
 import Foundation
+import LocalAPNS
 import Logging
 import OrderFlow
 import OrderFlowTesting

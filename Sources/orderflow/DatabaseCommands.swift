@@ -1,8 +1,8 @@
 import ArgumentParser
+import ConsoleOutput
 import Foundation
 import LocalPostgres
 import OrderFlow
-import PGKit
 
 /// `orderflow migrate`
 struct Migrate: AsyncParsableCommand {
@@ -22,13 +22,13 @@ struct Migrate: AsyncParsableCommand {
 
     func run() async throws {
         let context = CommandContext.current()
-        let configuration: PostgresConfiguration
+        let configuration: DatabaseConfiguration
         switch context.databaseSource {
         case .url:
             configuration = try await context.databaseConfiguration().configuration
         case .embedded(let local):
             // Not `databaseConfiguration()`, which would migrate silently on a first start.
-            configuration = try PostgresConfiguration(try await local.start())
+            configuration = try DatabaseConfiguration(try await local.start())
         }
         let report = try await Schema.migrate(configuration)
         if output.json {
@@ -149,7 +149,7 @@ struct DatabaseCommand: AsyncParsableCommand {
             let local = try DatabaseCommand.embedded(context, command: "start")
             let wasRunning = if case .running = try await local.status() { true } else { false }
             let url = try await local.start()
-            let report = try await Schema.migrate(try PostgresConfiguration(url))
+            let report = try await Schema.migrate(try DatabaseConfiguration(url))
             let terminal = context.terminal
             terminal.write("\(wasRunning ? "already running" : terminal.styled("started", .green)): \(Formatting.maskedDatabaseURL(url))")
             terminal.write("folder: \(local.folder.path)")

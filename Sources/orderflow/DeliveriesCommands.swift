@@ -1,4 +1,5 @@
 import ArgumentParser
+import ConsoleOutput
 import OrderFlow
 
 /// `orderflow deliveries …`

@@ -1,4 +1,5 @@
 import ArgumentParser
+import ConsoleOutput
 import Foundation
 import OrderFlow
 import WorkflowKit

@@ -1,4 +1,5 @@
 import ArgumentParser
+import ConsoleOutput
 import Foundation
 
 /// `orderflow`: drive Live Activities for orders from the command line.

@@ -1,5 +1,6 @@
 import APNS
 import Foundation
+import LocalAPNS
 import OrderFlowTesting
 import Testing
 

@@ -221,3 +221,30 @@ enum Fixtures {
             input: {note: string(20)?, count: int?}
         """
 }
+
+/// The folders of this machine that output may name: the checkout, the working and temporary
+/// directories, the home directory. Checks for secrets by their shape (a long hex or base64
+/// run) look at output with these paths taken out, so that a checkout in a folder named for
+/// a commit (`/builds/3f9c…e1/`, as many CI systems do) is not read as a leaked token.
+enum KnownPaths {
+    static var all: [String] {
+        let paths: [String] = [
+            Fixtures.repository.standardizedFileURL.path,
+            FileManager.default.currentDirectoryPath,
+            NSTemporaryDirectory(),
+            FileManager.default.homeDirectoryForCurrentUser.path,
+        ]
+        var trimmed: Set<String> = []
+        for path in paths {
+            let path = path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
+            if path.count > 1 { trimmed.insert(path) }
+        }
+        // Longest first, so that a folder inside another is taken out whole.
+        return trimmed.sorted { $0.count > $1.count }
+    }
+
+    /// `text` with every known path replaced by `<path>`.
+    static func removed(from text: String) -> String {
+        all.reduce(text) { $0.replacingOccurrences(of: $1, with: "<path>") }
+    }
+}

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import LocalAPNS
 import OrderFlow
 import OrderFlowTesting
 import PGKit

@@ -1,6 +1,7 @@
 import APNS
 import Crypto
 import Foundation
+import LocalAPNS
 import Logging
 import Metrics
 import NIOPosix

@@ -1,8 +1,8 @@
+import ConsoleOutput
 import Foundation
 import LocalPostgres
 import Logging
 import OrderFlow
-import PGKit
 
 /// What every command needs from its surroundings, read once at the edge: the environment,
 /// the terminal, a logger, and the one place that decides which database to use.
@@ -88,6 +88,15 @@ public struct CommandContext: Sendable {
         return merchantID
     }
 
+    /// `url` relative to the working directory when inside it (`.orderflow/postgres`), else
+    /// absolute: what a person can paste into the next command from here.
+    public func displayPath(_ url: URL) -> String {
+        let path = url.standardizedFileURL.path
+        let base = workingDirectory.standardizedFileURL.path
+        let prefix = base.hasSuffix("/") ? base : base + "/"
+        return path.hasPrefix(prefix) ? String(path.dropFirst(prefix.count)) : path
+    }
+
     // MARK: Database selection
 
     /// Where the database comes from.
@@ -117,12 +126,12 @@ public struct CommandContext: Sendable {
 
     /// The database to use, ready for work: an explicit URL is parsed (its schema is checked when
     /// the engine opens); the embedded cluster is started if needed and migrated when started.
-    public func databaseConfiguration() async throws -> (configuration: PostgresConfiguration, source: DatabaseSource) {
+    public func databaseConfiguration() async throws -> (configuration: DatabaseConfiguration, source: DatabaseSource) {
         let source = databaseSource
         switch source {
         case .url(let url, let variable):
             do {
-                return (try PostgresConfiguration(url), source)
+                return (try DatabaseConfiguration(url), source)
             } catch {
                 throw CLIError(.usage, "\(variable) is not a usable database URL: \(error.message)")
             }
@@ -135,9 +144,9 @@ public struct CommandContext: Sendable {
             }
             // Reusing a running cluster costs one `pg_ctl status`; starting one also migrates it.
             if let url = try await local.runningConnectionString() {
-                return (try PostgresConfiguration(url), source)
+                return (try DatabaseConfiguration(url), source)
             }
-            let configuration = try PostgresConfiguration(try await local.start())
+            let configuration = try DatabaseConfiguration(try await local.start())
             _ = try await Schema.migrate(configuration)
             return (configuration, source)
         }
@@ -156,11 +165,19 @@ public struct CommandContext: Sendable {
     ) async throws -> T {
         let merchantID = try checkedMerchantID()
         let (configuration, source) = try await databaseConfiguration()
-        let engineConfiguration = OrderFlowConfiguration(
-            database: configuration, merchantID: merchantID, maximumConnections: maximumConnections)
-        let engine = OrderFlowEngine(configuration: engineConfiguration, logger: logger)
+        return try await withEngine(
+            OrderFlowConfiguration(database: configuration, merchantID: merchantID, maximumConnections: maximumConnections),
+            source: source, body)
+    }
+
+    /// Runs `body` with an engine of the given configuration, after the schema check above.
+    public func withEngine<T: Sendable>(
+        _ configuration: OrderFlowConfiguration, source: DatabaseSource,
+        _ body: (OrderFlowEngine) async throws -> T
+    ) async throws -> T {
+        let engine = OrderFlowEngine(configuration: configuration, logger: logger)
         do {
-            try await ensureSchema(on: engine.pool, configuration: configuration, source: source)
+            try await ensureSchema(of: engine, configuration: configuration.database, source: source)
             let value = try await body(engine)
             await engine.shutdown()
             return value
@@ -172,24 +189,17 @@ public struct CommandContext: Sendable {
 
     /// Compares the newest applied migration with the newest bundled one (one query on the
     /// engine's own connection, which the command then reuses).
-    func ensureSchema(on pool: PostgresPool, configuration: PostgresConfiguration, source: DatabaseSource) async throws {
-        let bundled = try Schema.migrations().last?.version ?? 0
-        let applied: Int
-        do {
-            applied = try await pool.query(PostgresQuery("SELECT coalesce(max(version), 0) AS version FROM schema_migrations"))
-                .single().decode("version", as: Int.self)
-        } catch let error as PostgresError where error.sqlState == "42P01" {
-            applied = 0
-        }
-        guard applied < bundled else { return }
+    func ensureSchema(of engine: OrderFlowEngine, configuration: DatabaseConfiguration, source: DatabaseSource) async throws {
+        let status = try await engine.schemaStatus()
+        guard !status.isCurrent else { return }
         switch source {
         case .embedded:
             _ = try await Schema.migrate(configuration)
         case .url:
-            if applied == 0 {
+            if status.applied == 0 {
                 throw CLIError(.databaseUnavailable, "the database has no OrderFlow schema: run `orderflow migrate`")
             }
-            throw CLIError(.databaseUnavailable, "the database schema is at migration \(applied), this orderflow needs \(bundled)",
+            throw CLIError(.databaseUnavailable, "the database schema is at migration \(status.applied), this orderflow needs \(status.bundled)",
                            remedy: "run `orderflow migrate`")
         }
     }

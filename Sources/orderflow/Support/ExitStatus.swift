@@ -1,8 +1,8 @@
 import ArgumentParser
+import ConsoleOutput
 import Foundation
 import LocalPostgres
 import OrderFlow
-import PGKit
 import WorkflowKit
 
 /// The process's exit codes (from BSD's sysexits), documented in `orderflow --help`.
@@ -84,18 +84,14 @@ public enum FailureReport {
     }
 
     static func classify(_ error: any Error) -> (ExitStatus, String) {
+        // The engine's own errors, and those of the layers below it in the engine's words.
+        if let error = OrderFlowError.translating(error) {
+            return (status(for: error.code), error.message)
+        }
         switch error {
         case let error as CLIError:
             return (error.status, error.description)
-        case let error as OrderFlowError:
-            return (status(for: error.code), error.message)
-        case let error as PostgresError:
-            return classify(error)
         case let error as WorkflowValidationError:
-            return (.invalidInput, error.description)
-        case let error as DataValidationError:
-            return (.invalidInput, error.description)
-        case let error as RenderError:
             return (.invalidInput, error.description)
         case let error as TransitionResolutionError:
             switch error.code {
@@ -105,6 +101,8 @@ public enum FailureReport {
             }
         case let error as LocalPostgres.Error:
             return (.databaseUnavailable, error.description)
+        case let error as MetricsEndpointError:
+            return (.usage, "\(error.message) (--metrics-port)")
         case let error as CocoaError where error.code == .fileReadNoSuchFile || error.code == .fileNoSuchFile:
             let path = (error.userInfo[NSFilePathErrorKey] as? String) ?? (error.userInfo[NSURLErrorKey] as? URL)?.path ?? "the file"
             return (.notFound, "cannot read \(path): no such file; check the path")
@@ -129,25 +127,8 @@ public enum FailureReport {
         case .invalidTransition: return .invalidTransition
         case .invalidInput: return .invalidInput
         case .databaseUnavailable: return .databaseUnavailable
+        case .invalidConfiguration: return .usage
+        case .unexpected: return .internalError
         }
-    }
-
-    static func classify(_ error: PostgresError) -> (ExitStatus, String) {
-        var text = error.message
-        if let hint = error.hint, !hint.isEmpty { text += "; \(hint)" }
-        if error.isConnectionProblem || error.kind == .poolTimeout || error.kind == .shutdown {
-            return (.databaseUnavailable, text)
-        }
-        if error.kind == .invalidConfiguration {
-            return (.usage, text)
-        }
-        // 42P01 undefined_table, 3F000 invalid_schema_name: the schema was never migrated.
-        if error.sqlState == "42P01" || error.sqlState == "3F000" {
-            return (.databaseUnavailable, "the database has no OrderFlow schema: run `orderflow migrate`")
-        }
-        if error.isSerializationFailure || error.isUniqueViolation {
-            return (.conflict, "\(error.message); someone changed the same data at the same time, run the command again")
-        }
-        return (.internalError, "database error: \(error.description)")
     }
 }

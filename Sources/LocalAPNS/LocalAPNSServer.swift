@@ -2,8 +2,8 @@ import Crypto
 import Foundation
 import Logging
 import NIOCore
-import NIOHTTP1
 import NIOHPACK
+import NIOHTTP1
 import NIOHTTP2
 import NIOPosix
 import NIOSSL

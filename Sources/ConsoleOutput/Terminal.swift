@@ -48,7 +48,7 @@ public struct Terminal: Sendable {
         write(try Self.json(value))
     }
 
-    static func json(_ value: some Encodable) throws -> String {
+    public static func json(_ value: some Encodable) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
@@ -112,7 +112,7 @@ public struct TextTable: Sendable {
 }
 
 /// The number of characters a terminal shows for `text`, ignoring ANSI escape sequences.
-func visibleWidth(_ text: String) -> Int {
+public func visibleWidth(_ text: String) -> Int {
     var width = 0
     var inEscape = false
     for scalar in text.unicodeScalars {

@@ -1,0 +1,160 @@
+import APNS
+import Logging
+import Metrics
+import PGKit
+import Prometheus
+import ServiceLifecycle
+import Synchronization
+
+/// What an ``OrderFlowHost`` runs and how. Fill it in at the edge of the program (flags, the
+/// environment); the host reads nothing else.
+public struct OrderFlowHostConfiguration: Sendable {
+    /// The engine: database, merchant, pool size. The worker and the timers share its pool.
+    public var engine: OrderFlowConfiguration
+    /// The default APNs app: endpoint and signing key.
+    public var apns: APNSClientConfiguration
+    /// How the worker claims and paces pushes; its `bundleID` is the default app's topic.
+    public var worker: WorkerConfiguration
+    /// How often due timers are looked for; nil runs no timers in this process. Default 1 s.
+    public var timerInterval: Duration?
+    /// LISTEN for commits made by engines in other processes (one more connection). Without
+    /// it the worker still wakes for this process's commits at once, for others' by polling.
+    /// Default true.
+    public var listensForOtherProcesses: Bool
+    /// Serve Prometheus metrics on `GET /metrics`; nil serves none. Default nil.
+    public var metrics: MetricsEndpoint.Configuration?
+
+    public init(
+        engine: OrderFlowConfiguration,
+        apns: APNSClientConfiguration,
+        worker: WorkerConfiguration,
+        timerInterval: Duration? = .seconds(1),
+        listensForOtherProcesses: Bool = true,
+        metrics: MetricsEndpoint.Configuration? = nil
+    ) {
+        self.engine = engine
+        self.apns = apns
+        self.worker = worker
+        self.timerInterval = timerInterval
+        self.listensForOtherProcesses = listensForOtherProcesses
+        self.metrics = metrics
+    }
+}
+
+/// The running system in one `Service`: the engine's pool, the APNs client, the LISTEN
+/// connection, the timers, the worker and the metrics endpoint, started in that order and shut
+/// down in the reverse one — the worker finishes its pushes while the client and the pool are
+/// still there.
+///
+/// ```swift
+/// let host = try OrderFlowHost(configuration: configuration, logger: logger)
+/// let group = ServiceGroup(services: [host], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+/// try await group.run()   // until SIGTERM: then in-flight pushes finish, leases are given back
+/// ```
+///
+/// The host's ``engine`` takes orders and advances in the same process; its commits wake the
+/// worker at once. Run the host (or call ``shutdown()`` if it never runs): it owns connections.
+public final class OrderFlowHost: Service, Sendable {
+    public let configuration: OrderFlowHostConfiguration
+    /// The engine whose pool the worker and the timers share.
+    public let engine: OrderFlowEngine
+    /// The registry behind ``MetricsEndpoint`` (and the worker's metrics) when metrics are served.
+    public let metricsRegistry: PrometheusCollectorRegistry?
+    private let sender: any PushSender
+    /// Set when this host made the sender and so must close it.
+    private let client: APNSClient?
+    private let metricsFactory: any MetricsFactory
+    private let logger: Logger
+    private let metricsPort = Mutex<Int?>(nil)
+
+    /// Checks the configuration and loads the APNs signing key; opens no connection yet.
+    ///
+    /// - Parameters:
+    ///   - logger: the host's records; parts add their own metadata (`orderflow.worker`, …).
+    ///   - sender: sends the pushes instead of an ``APNSClient`` made from
+    ///     ``OrderFlowHostConfiguration/apns`` (a stand-in for tests and benchmarks).
+    ///   - metricsFactory: where the worker's metrics go when no endpoint is configured; by
+    ///     default the process's `MetricsSystem`.
+    /// - Throws: `OrderFlowError.invalidInput` for an unusable merchant id; the APNs client's
+    ///   `APNSCredentialsError` or `APNSConfigurationError` for an unusable key or endpoint.
+    public init(
+        configuration: OrderFlowHostConfiguration, logger: Logger, sender: (any PushSender)? = nil,
+        metricsFactory: (any MetricsFactory)? = nil
+    ) throws {
+        try configuration.engine.validate()
+        self.configuration = configuration
+        self.logger = logger
+        if configuration.metrics != nil {
+            let registry = PrometheusCollectorRegistry()
+            metricsRegistry = registry
+            self.metricsFactory = PrometheusMetricsFactory(registry: registry)
+        } else {
+            metricsRegistry = nil
+            self.metricsFactory = metricsFactory ?? MetricsSystem.factory
+        }
+        if let sender {
+            self.sender = sender
+            client = nil
+        } else {
+            // Last, so that nothing is left open when it throws.
+            let client = try APNSClient(configuration: configuration.apns, logger: logger.scoped("apns"))
+            self.sender = client
+            self.client = client
+        }
+        engine = OrderFlowEngine(configuration: configuration.engine, logger: logger)
+    }
+
+    /// The metrics endpoint's port once it is bound (useful with port 0), else nil.
+    public var boundMetricsPort: Int? { metricsPort.withLock { $0 } }
+
+    /// Runs everything until graceful shutdown (or cancellation, which behaves like a crash for
+    /// the worker: its leases expire instead of being given back). Closes what it opened, also
+    /// when a part fails to start.
+    public func run() async throws {
+        var services: [any Service] = [engine.pool]
+        if let client { services.append(client) }
+        var listener: PostgresListener?
+        if configuration.listensForOtherProcesses {
+            let made = PostgresListener(
+                configuration: configuration.engine.database, channels: [OrderFlowEngine.wakeChannel],
+                logger: logger.scoped("listen"))
+            services.append(made)
+            listener = made
+        }
+        if let interval = configuration.timerInterval {
+            services.append(TimerService(engine: engine, interval: interval, logger: logger.scoped("timers")))
+        }
+        services.append(OrderFlowWorker(
+            configuration: configuration.worker, pool: engine.pool, sender: sender, wakeSignal: engine.wakeSignal,
+            listener: listener, logger: logger, metricsFactory: metricsFactory))
+        if let metrics = configuration.metrics, let registry = metricsRegistry {
+            do {
+                let endpoint = try await MetricsEndpoint(configuration: metrics, registry: registry, logger: logger)
+                metricsPort.withLock { $0 = endpoint.port }
+                services.append(endpoint)
+            } catch {
+                try? await client?.shutdown()
+                await engine.shutdown()
+                throw error
+            }
+        }
+        // A group inside a service follows the outer group's graceful shutdown by itself.
+        try await ServiceGroup(configuration: .init(services: services, logger: logger)).run()
+    }
+
+    /// Closes the connections and the APNs client of a host that was never run.
+    public func shutdown() async {
+        try? await client?.shutdown()
+        await engine.shutdown()
+    }
+}
+
+extension Logger {
+    /// The same logger under `<label>.<part>`, at the same level and with the same metadata.
+    func scoped(_ part: String) -> Logger {
+        var scoped = Logger(label: "\(label).\(part)")
+        scoped.handler.metadata = handler.metadata
+        scoped.logLevel = logLevel
+        return scoped
+    }
+}

@@ -1,0 +1,205 @@
+import APNS
+import ConsoleOutput
+import Crypto
+import Foundation
+import LocalAPNS
+import Logging
+import Metrics
+import OrderFlow
+import ServiceLifecycle
+
+/// The demo: the whole path on this machine — PostgreSQL, the engine, a worker and a local
+/// APNs stand-in, in one ``OrderFlowHost`` — driven through three food orders and a ride, then
+/// each order's timeline of transitions and the pushes they became.
+///
+/// It uses only the library's public API. The caller (the `orderflow demo` command) chooses the
+/// database and says where it came from:
+///
+/// ```swift
+/// let demo = Demo(terminal: terminal, logger: logger)
+/// demo.introduce()
+/// try await demo.run(database: configuration, databaseLine: "using the database of DATABASE_URL")
+/// ```
+public struct Demo: Sendable {
+    let output: DemoOutput
+    let logger: Logger
+    /// Between two steps of one order: over the worker's one-push-per-second pace, so each
+    /// step becomes an update of its own.
+    let pause: Duration
+
+    public init(terminal: Terminal, logger: Logger) {
+        self.output = DemoOutput(terminal: terminal)
+        self.logger = logger
+        self.pause = .milliseconds(1200)
+    }
+
+    static let bundleID = "com.example.orderflow.demo"
+    static let keyID = "DEMOKEY001"
+    static let teamID = "DEMOTEAM01"
+    /// The shipped workflows the demo applies, by name.
+    static let workflowNames = ["food-order", "ride"]
+
+    /// What the demo is about, before anything starts.
+    public func introduce() {
+        output.intro()
+    }
+
+    /// Runs the demo on `database` and prints its report.
+    ///
+    /// - Parameters:
+    ///   - databaseLine: where the database came from, said first (`started the embedded
+    ///     PostgreSQL in .orderflow/postgres`).
+    ///   - workflowsFolder: where `food-order.yaml` and `ride.yaml` are; by default `workflows/`
+    ///     under the working directory, else in the checkout this module was built from.
+    /// - Throws: ``DemoError`` when the run did not go as it should; the engine's errors.
+    public func run(database: DatabaseConfiguration, databaseLine: String, workflowsFolder: URL? = nil) async throws {
+        let began = ContinuousClock.now
+        output.done(databaseLine)
+        let migration = try await Schema.migrate(database)
+        if !migration.applied.isEmpty {
+            output.done("migrated the schema (\(Formatting.count(migration.applied.count, "migration")) applied)")
+        }
+        let folder = try workflowsFolder ?? Self.shippedWorkflowsFolder()
+
+        // The APNs stand-in trusts this run's signing key, made in memory and never shown.
+        let merchantID = Self.freshMerchantID()
+        let signingKey = P256.Signing.PrivateKey()
+        let apns = try LocalAPNSServer(configuration: .init(
+            signingKeys: [.init(keyID: Self.keyID, teamID: Self.teamID, publicKey: signingKey.publicKey)],
+            acceptedBundleIDs: [Self.bundleID]))
+        try await apns.start()
+        let host: OrderFlowHost
+        do {
+            host = try makeHost(database: database, merchantID: merchantID, apns: apns, signingKey: signingKey)
+        } catch {
+            try? await apns.stop()
+            throw error
+        }
+        let report: DemoReport
+        do {
+            try await applyWorkflows(folder, on: host.engine, merchantID: merchantID)
+            output.done("local APNs stand-in on \(apns.baseURL): TLS, HTTP/2, ES256 provider tokens; it checks and records every push")
+            report = try await drive(host: host, apns: apns, merchantID: merchantID, began: began)
+        } catch {
+            await host.shutdown()
+            try? await apns.stop()
+            throw error
+        }
+        try? await apns.stop()
+        output.write(report.lines(output.terminal))
+        if let problem = report.problem {
+            throw DemoError(.failed, problem)
+        }
+    }
+
+    /// The host with the stand-in as its APNs endpoint, serving the demo's merchant alone: other
+    /// merchants' pushes in the same database are never sent to the stand-in.
+    private func makeHost(database: DatabaseConfiguration, merchantID: String, apns: LocalAPNSServer,
+                          signingKey: P256.Signing.PrivateKey) throws -> OrderFlowHost
+    {
+        var worker = WorkerConfiguration(
+            bundleID: Self.bundleID, workerID: "demo:\(ProcessInfo.processInfo.processIdentifier)",
+            queueDepthSampleInterval: nil)
+        worker.shutdownGracePeriod = .seconds(5)
+        let configuration = OrderFlowHostConfiguration(
+            engine: OrderFlowConfiguration(database: database, merchantID: merchantID, maximumConnections: 12),
+            apns: APNSClientConfiguration(
+                environment: .custom(baseURL: apns.baseURL, trustRootsPEM: apns.trustRootPEM),
+                credentials: .init(key: .pem(signingKey.pemRepresentation), keyID: Self.keyID, teamID: Self.teamID)),
+            worker: worker, timerInterval: nil, listensForOtherProcesses: false)
+        return try OrderFlowHost(configuration: configuration, logger: logger, metricsFactory: NOOPMetricsHandler.instance)
+    }
+
+    private func applyWorkflows(_ folder: URL, on engine: OrderFlowEngine, merchantID: String) async throws {
+        var applied: [String] = []
+        for name in Self.workflowNames {
+            let yaml = try String(contentsOf: folder.appendingPathComponent("\(name).yaml"), encoding: .utf8)
+            let workflow = try await engine.applyWorkflow(yaml: yaml, file: "workflows/\(name).yaml")
+            applied.append("\(workflow.name) v\(workflow.version)")
+        }
+        // Names, not the folder's path: where the checkout lives is nobody's business here.
+        output.done("applied the shipped workflows \(applied.joined(separator: " and ")) for merchant \(merchantID)")
+    }
+
+    /// Runs the host and the script side by side in a service group: the script's end (or
+    /// Ctrl-C) shuts the host down gracefully.
+    private func drive(host: OrderFlowHost, apns: LocalAPNSServer, merchantID: String,
+                       began: ContinuousClock.Instant) async throws -> DemoReport
+    {
+        output.done("worker running in this process: woken by each commit, at most one push per second per activity")
+        let script = DemoScript(engine: host.engine, apns: apns, cast: DemoCast(), merchantID: merchantID, pause: pause)
+        let progress = output
+        let driver = DemoDriver {
+            progress.note("driving 3 food orders and a ride, a step every 1.2 s (about 8 s)…")
+            try await script.perform()
+            let drainStarted = ContinuousClock.now
+            try await script.waitForDrain()
+            let drained = ContinuousClock.now - drainStarted
+            progress.done("the worker sent everything (\(DemoOutput.seconds(drained)) after the last step)")
+            return try await script.report(elapsed: ContinuousClock.now - began)
+        }
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: [
+                .init(service: host),
+                .init(service: driver, successTerminationBehavior: .gracefullyShutdownGroup,
+                      failureTerminationBehavior: .gracefullyShutdownGroup),
+            ],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger))
+        try await group.run()
+        guard let result = driver.result else { throw CancellationError() }
+        return try result.get()
+    }
+
+    /// `demo-20250501-140312-x7k2`: new for every run, so reruns never meet old demo orders.
+    static func freshMerchantID() -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyyMMdd-HHmmss"
+        let suffix = String(UInt32.random(in: 0...UInt32.max) % 1_679_616, radix: 36)
+        return "demo-\(formatter.string(from: Date()))-\(suffix)"
+    }
+
+    /// The shipped `workflows/` folder: under the working directory, else in the checkout this
+    /// module was built from.
+    static func shippedWorkflowsFolder() throws -> URL {
+        let checkout = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let candidates = [
+            URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true)
+                .appendingPathComponent("workflows", isDirectory: true),
+            checkout.appendingPathComponent("workflows", isDirectory: true),
+        ]
+        let found = candidates.first { folder in
+            workflowNames.allSatisfy { FileManager.default.isReadableFile(atPath: folder.appendingPathComponent("\($0).yaml").path) }
+        }
+        guard let found else {
+            throw DemoError(.workflowsMissing, "cannot find the shipped workflows (workflows/food-order.yaml and workflows/ride.yaml)",
+                            remedy: "run the demo from the root of the OrderFlow checkout")
+        }
+        return found.standardizedFileURL
+    }
+}
+
+/// Why the demo did not run as it should: what went wrong and what to do.
+public struct DemoError: Error, Sendable, CustomStringConvertible {
+    public enum Kind: Sendable {
+        /// The shipped workflow files are not where the demo looks.
+        case workflowsMissing
+        /// A step timed out or a push did not go through.
+        case failed
+    }
+
+    public var kind: Kind
+    public var problem: String
+    public var remedy: String?
+
+    init(_ kind: Kind, _ problem: String, remedy: String? = nil) {
+        self.kind = kind
+        self.problem = problem
+        self.remedy = remedy
+    }
+
+    public var description: String { remedy.map { "\(problem); \($0)" } ?? problem }
+}
