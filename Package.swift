@@ -166,7 +166,12 @@ let package = Package(
         .testTarget(name: "APNSTests", dependencies: ["APNS", "LocalAPNS", "OrderFlowTesting", .product(name: "NIOPosix", package: "swift-nio")]),
         .testTarget(
             name: "OrderFlowTests",
-            dependencies: ["OrderFlow", "OrderFlowTesting", "LocalAPNS", "PGKit", "LocalPostgres", .product(name: "NIOPosix", package: "swift-nio")]
+            dependencies: [
+                "OrderFlow", "OrderFlowTesting", "LocalAPNS", "PGKit", "LocalPostgres",
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ]
         ),
         .testTarget(name: "CLITests", dependencies: ["OrderFlowTesting", "LocalAPNS"]),
     ],

@@ -36,33 +36,11 @@ public final class APNSClient: Sendable {
         eventLoopGroup: any EventLoopGroup = HTTPClient.defaultEventLoopGroup,
         currentTime: @escaping @Sendable () -> Date = { Date() }
     ) throws {
-        guard configuration.maximumConcurrentRequests > 0 else {
-            throw APNSConfigurationError(
-                message: "maximumConcurrentRequests is \(configuration.maximumConcurrentRequests); it must be at least 1."
-            )
-        }
+        let (signingKey, trustRoots) = try configuration.checked()
         let baseURL = configuration.environment.baseURL
-        guard let url = URL(string: baseURL), url.scheme == "https", url.host != nil else {
-            throw APNSConfigurationError(
-                message: "The APNs base URL '\(baseURL)' is not an https:// URL with a host; APNs speaks HTTP/2 over TLS only."
-            )
-        }
-
-        let signingKey = try configuration.credentials.loadSigningKey()
-
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
-        if case .custom(_, let trustRootsPEM?) = configuration.environment {
-            do {
-                let certificates = try NIOSSLCertificate.fromPEMBytes(Array(trustRootsPEM.utf8))
-                guard !certificates.isEmpty else { throw APNSConfigurationError(message: "no certificate") }
-                tls.trustRoots = .certificates(certificates)
-            } catch {
-                throw APNSConfigurationError(
-                    message: "The custom trust roots are not PEM certificates ('-----BEGIN CERTIFICATE-----'); pass the CA certificate of the endpoint."
-                )
-            }
-        }
+        if let trustRoots { tls.trustRoots = .certificates(trustRoots) }
         var httpConfiguration = HTTPClient.Configuration(
             tlsConfiguration: tls,
             redirectConfiguration: .disallow,

@@ -62,7 +62,8 @@ public struct OrderFlowError: Error, Sendable, CustomStringConvertible {
         if let hint = error.hint, !hint.isEmpty { text += "; \(hint)" }
         switch error {
         case _ where error.isConnectionProblem || error.kind == .poolTimeout:
-            return OrderFlowError(.databaseUnavailable, "the database is unavailable (\(error.message)); retry when it is back")
+            let advice = error.hint.flatMap { $0.isEmpty ? nil : $0 } ?? "retry when it is back"
+            return OrderFlowError(.databaseUnavailable, "the database is unavailable (\(error.message)); \(advice)")
         case _ where error.kind == .shutdown:
             return OrderFlowError(.databaseUnavailable, text)
         case _ where error.kind == .invalidConfiguration:

@@ -238,8 +238,6 @@ struct DeliveryBenchmark: AsyncParsableCommand {
         let engine = OrderFlowEngine(
             configuration: OrderFlowConfiguration(database: bench.configuration, maximumConnections: 8), logger: logger)
         let apns = try await BenchAPNS.start(recordsPushes: true)
-        let client = try apns.makeClient(logger: logger)
-        let workerPool = PostgresPool(.init(connection: bench.configuration, maximumConnections: 6), logger: logger)
         do {
             _ = try await engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
             let count = workerOrders
@@ -260,35 +258,31 @@ struct DeliveryBenchmark: AsyncParsableCommand {
             }
             try await engine.pool.query(PostgresQuery("ANALYZE"))
             let depth = try await queueDepth(engine.pool)
-            let worker = OrderFlowWorker(
-                configuration: WorkerConfiguration(bundleID: BenchAPNS.bundleID, workerID: "bench-delivery", queueDepthSampleInterval: nil),
-                pool: workerPool, sender: client, wakeSignal: nil, logger: logger, metricsFactory: nil)
+            // The host's own engine stays idle: the worker drains what the engine above queued.
+            let host = try OrderFlowHost(
+                configuration: apns.hostConfiguration(database: bench.configuration, connections: 2, workerID: "bench-delivery"),
+                logger: logger)
             let clock = ContinuousClock()
             let start = clock.now
-            let workerTask = Task { try await worker.run() }
-            var remaining = depth
-            while remaining > 0 || apns.server.acceptedCount < count, clock.now - start < .seconds(300) {
-                try await Task.sleep(for: .milliseconds(20))
-                remaining = try await queueDepth(engine.pool)
+            let (elapsed, remaining) = try await whileRunning(host, logger: logger) {
+                var remaining = depth
+                while remaining > 0 || apns.server.acceptedCount < count, clock.now - start < .seconds(300) {
+                    try await Task.sleep(for: .milliseconds(20))
+                    remaining = try await queueDepth(engine.pool)
+                }
+                return ((clock.now - start).asSeconds, remaining)
             }
-            let elapsed = (clock.now - start).asSeconds
-            workerTask.cancel()
-            _ = await workerTask.result
             let accepted = apns.server.acceptedCount
             print(String(format: "worker drain: %ld commands (%ld orders) drained in %.2f s: %.0f commands/s, %.0f pushes/s (%ld pushes, %ld refused; %ld left)",
                          depth, count, elapsed, Double(depth - remaining) / elapsed, Double(accepted) / elapsed,
                          accepted, apns.server.rejectedCount, remaining))
             let sample = apns.server.pushes().last.map { Data($0.rawPayload) }
-            try? await client.shutdown()
             try? await apns.server.stop()
-            await workerPool.close()
             await engine.shutdown()
             await bench.drop()
             return sample
         } catch {
-            try? await client.shutdown()
             try? await apns.server.stop()
-            await workerPool.close()
             await engine.shutdown()
             await bench.drop()
             throw error

@@ -44,30 +44,24 @@ struct EndToEndBenchmark: AsyncParsableCommand {
         var logger = Logger(label: "orderflow.bench")
         logger.logLevel = .warning
         let bench = try await BenchDatabase.make(url: database)
-        let engine = OrderFlowEngine(
-            configuration: OrderFlowConfiguration(database: bench.configuration, maximumConnections: connections), logger: logger)
-        _ = try await engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
         let apns = try await BenchAPNS.start(recordsPushes: true)
-        let client = try apns.makeClient(logger: logger)
-        let workerPool = PostgresPool(.init(connection: bench.configuration, maximumConnections: 6), logger: logger)
-        let worker = OrderFlowWorker(
-            configuration: WorkerConfiguration(bundleID: BenchAPNS.bundleID, workerID: "bench-e2e", queueDepthSampleInterval: nil),
-            pool: workerPool, sender: client, wakeSignal: engine.wakeSignal, logger: logger, metricsFactory: nil)
-        let workerTask = Task { try await worker.run() }
-
         let outcome: Result<Void, any Error>
         do {
-            try await measure(engine: engine, apns: apns, bench: bench)
+            let host = try OrderFlowHost(
+                configuration: apns.hostConfiguration(database: bench.configuration, connections: connections, workerID: "bench-e2e"),
+                logger: logger)
+            do {
+                _ = try await host.engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
+            } catch {
+                await host.shutdown()
+                throw error
+            }
+            try await whileRunning(host, logger: logger) { try await measure(engine: host.engine, apns: apns, bench: bench) }
             outcome = .success(())
         } catch {
             outcome = .failure(error)
         }
-        workerTask.cancel()
-        _ = await workerTask.result
-        try? await client.shutdown()
         try? await apns.server.stop()
-        await workerPool.close()
-        await engine.shutdown()
         await bench.drop()
         try outcome.get()
     }

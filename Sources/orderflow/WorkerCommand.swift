@@ -100,7 +100,7 @@ struct WorkerCommand: AsyncParsableCommand {
             let merchantID = try context.checkedMerchantID()
             // Checked before any connection to the database, in the words of the setting: the
             // host loads the key when it is made, below.
-            try apns.checkKey()
+            try apns.check()
             // Once, at start, on stderr whatever the log level, and only about a key that works (an
             // unusable one gets one error line, not two): the worker runs on regardless.
             if let warning = apns.keyPermissionWarning { Terminal.writeError("orderflow: warning: \(warning)") }

@@ -5,6 +5,7 @@ import NIOHTTP1
 import NIOPosix
 import Prometheus
 import ServiceLifecycle
+import Synchronization
 
 /// Serves a Prometheus registry as text on `GET /metrics`.
 ///
@@ -28,7 +29,23 @@ public final class MetricsEndpoint: Service, Sendable {
     public let port: Int
     public let host: String
     private let channel: any Channel
+    /// Accepted connections, closed with the endpoint (closing the listening socket leaves them open).
+    private let connections: Connections
     private let logger: Logger
+
+    private final class Connections: Sendable {
+        private let open = Mutex<[ObjectIdentifier: any Channel]>([:])
+
+        func add(_ channel: any Channel) {
+            let id = ObjectIdentifier(channel)
+            open.withLock { $0[id] = channel }
+            channel.closeFuture.whenComplete { [weak self] _ in _ = self?.open.withLock { $0.removeValue(forKey: id) } }
+        }
+
+        func closeAll() async {
+            for channel in open.withLock({ Array($0.values) }) { try? await channel.close() }
+        }
+    }
 
     /// Binds the port.
     /// - Throws: ``MetricsEndpointError`` naming the address when it cannot be bound.
@@ -36,11 +53,13 @@ public final class MetricsEndpoint: Service, Sendable {
         configuration: Configuration, registry: PrometheusCollectorRegistry, logger: Logger,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws {
+        let connections = Connections()
         let bootstrap = ServerBootstrap(group: eventLoopGroup)
             .serverChannelOption(.backlog, value: 16)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+                connections.add(channel)
+                return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     try channel.pipeline.syncOperations.addHandler(MetricsRequestHandler(registry: registry))
                 }
@@ -53,6 +72,7 @@ public final class MetricsEndpoint: Service, Sendable {
         }
         self.port = channel.localAddress?.port ?? configuration.port
         self.host = configuration.host
+        self.connections = connections
         self.logger = logger
     }
 
@@ -60,6 +80,7 @@ public final class MetricsEndpoint: Service, Sendable {
         logger.info("serving metrics", metadata: ["orderflow.metrics_url": "http://\(host):\(port)/metrics"])
         try? await gracefulShutdown()
         try? await channel.close()
+        await connections.closeAll()
     }
 
     /// "Address already in use" rather than NIO's `bind(descriptor:ptr:bytes:): Address already in use (errno: 98)`.

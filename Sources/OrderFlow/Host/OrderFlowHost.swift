@@ -23,6 +23,10 @@ public struct OrderFlowHostConfiguration: Sendable {
     public var listensForOtherProcesses: Bool
     /// Serve Prometheus metrics on `GET /metrics`; nil serves none. Default nil.
     public var metrics: MetricsEndpoint.Configuration?
+    /// Connections of a pool of the worker's own, so that callers of the engine in this
+    /// process and the worker never wait for each other's connections; nil shares the engine's
+    /// pool. Default nil.
+    public var workerConnections: Int?
 
     public init(
         engine: OrderFlowConfiguration,
@@ -30,7 +34,8 @@ public struct OrderFlowHostConfiguration: Sendable {
         worker: WorkerConfiguration,
         timerInterval: Duration? = .seconds(1),
         listensForOtherProcesses: Bool = true,
-        metrics: MetricsEndpoint.Configuration? = nil
+        metrics: MetricsEndpoint.Configuration? = nil,
+        workerConnections: Int? = nil
     ) {
         self.engine = engine
         self.apns = apns
@@ -38,6 +43,7 @@ public struct OrderFlowHostConfiguration: Sendable {
         self.timerInterval = timerInterval
         self.listensForOtherProcesses = listensForOtherProcesses
         self.metrics = metrics
+        self.workerConnections = workerConnections
     }
 }
 
@@ -124,8 +130,16 @@ public final class OrderFlowHost: Service, Sendable {
         if let interval = configuration.timerInterval {
             services.append(TimerService(engine: engine, interval: interval, logger: logger.scoped("timers")))
         }
+        var workerPool = engine.pool
+        if let connections = configuration.workerConnections {
+            workerPool = PostgresPool(
+                .init(connection: configuration.engine.database, maximumConnections: connections,
+                      acquireTimeout: configuration.engine.acquireTimeout),
+                logger: logger)
+            services.append(workerPool)
+        }
         services.append(OrderFlowWorker(
-            configuration: configuration.worker, pool: engine.pool, sender: sender, wakeSignal: engine.wakeSignal,
+            configuration: configuration.worker, pool: workerPool, sender: sender, wakeSignal: engine.wakeSignal,
             listener: listener, logger: logger, metricsFactory: metricsFactory))
         if let metrics = configuration.metrics, let registry = metricsRegistry {
             do {

@@ -108,13 +108,15 @@ struct APNSSettings {
             environment: target, credentials: .init(key: .file(path: keyPath), keyID: keyID, teamID: teamID))
     }
 
-    /// Loads the signing key once, so that an unusable one fails before anything connects, in
-    /// the words of the setting that named it.
-    func checkKey() throws {
+    /// Checks the endpoint and loads the signing key once, so that unusable settings fail
+    /// before anything connects, in the words of the setting that named them.
+    func check() throws {
         do {
-            _ = try client.credentials.loadSigningKey()
+            try client.validate()
         } catch let error as APNSCredentialsError {
             throw CLIError(.usage, "\(keySource): \(error.message)")
+        } catch let error as APNSConfigurationError {
+            throw CLIError(.usage, "cannot use the APNs settings: \(error)")
         }
     }
 
