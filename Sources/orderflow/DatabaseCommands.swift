@@ -61,13 +61,17 @@ struct DatabaseCommand: AsyncParsableCommand {
         abstract: "Start, stop and inspect the embedded PostgreSQL.",
         discussion: """
             When neither ORDERFLOW_DATABASE_URL nor DATABASE_URL is set, orderflow keeps a private \
-            PostgreSQL cluster in ./.orderflow/postgres (or $ORDERFLOW_HOME/postgres). Commands \
-            start it when needed; it keeps running in the background until `orderflow db stop`.
+            PostgreSQL cluster, one per user, found as git finds a repository: in \
+            $ORDERFLOW_HOME/postgres when that is set, else in the nearest .orderflow/ folder of \
+            the working directory or its parents, else in your data folder \
+            ($XDG_DATA_HOME/orderflow, ~/.local/share/orderflow). Commands start it when \
+            needed; it keeps running in the background until `orderflow db stop`.
 
             Example:
               orderflow db status
+              psql "$(orderflow db url)"
             """,
-        subcommands: [Status.self, Start.self, Stop.self])
+        subcommands: [Status.self, Start.self, Stop.self, URLCommand.self])
 
     struct Status: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -89,6 +93,8 @@ struct DatabaseCommand: AsyncParsableCommand {
                 var state: String
                 var port: Int?
                 var folder: String?
+                /// Why this embedded database and not another.
+                var chosenBecause: String?
                 var url: String?
             }
             let result: Result
@@ -96,17 +102,20 @@ struct DatabaseCommand: AsyncParsableCommand {
             case .url(let url, let variable):
                 let target = try await context.databaseConfiguration().configuration.target
                 result = Result(kind: "external (\(variable))", state: "external", port: Int(target.port), folder: nil,
-                                url: Formatting.maskedDatabaseURL(url))
+                                chosenBecause: "\(variable) is set", url: Formatting.maskedDatabaseURL(url))
             case .embedded(let local):
+                let reason = context.embeddedHome.reason
                 switch try await local.status() {
                 case .notCreated:
-                    result = Result(kind: "embedded", state: "not created", port: nil, folder: local.folder.path, url: nil)
+                    result = Result(kind: "embedded", state: "not created", port: nil, folder: local.folder.path,
+                                    chosenBecause: reason, url: nil)
                 case .stopped:
-                    result = Result(kind: "embedded", state: "stopped", port: nil, folder: local.folder.path, url: nil)
+                    result = Result(kind: "embedded", state: "stopped", port: nil, folder: local.folder.path,
+                                    chosenBecause: reason, url: nil)
                 case .running(let port):
                     let url = try await local.runningConnectionString()
                     result = Result(kind: "embedded", state: "running", port: port, folder: local.folder.path,
-                                    url: url.map(Formatting.maskedDatabaseURL))
+                                    chosenBecause: reason, url: url.map(Formatting.maskedDatabaseURL))
                 }
             }
             if output.json {
@@ -124,7 +133,8 @@ struct DatabaseCommand: AsyncParsableCommand {
             table.rows = [["database", result.kind], ["state", state]]
             if let port = result.port { table.append(["port", String(port)]) }
             if let folder = result.folder { table.append(["folder", folder]) }
-            if let url = result.url { table.append(["url", url]) }
+            if let reason = result.chosenBecause { table.append(["why this one", reason]) }
+            if let url = result.url { table.append(["url", url + terminal.styled("  (`orderflow db url` shows the password)", .dim)]) }
             for line in table.render(terminal).dropFirst() { terminal.write(line) }
             if result.state == "not created" || result.state == "stopped" {
                 terminal.write(terminal.styled("start it with `orderflow db start` (any command that needs it starts it too)", .dim))
@@ -177,6 +187,34 @@ struct DatabaseCommand: AsyncParsableCommand {
             }
             try await local.stop()
             context.terminal.write("stopped (\(local.folder.path))")
+        }
+    }
+
+    struct URLCommand: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "url",
+            abstract: "Print the database's full connection URL, password included.",
+            discussion: """
+                For psql and for ORDERFLOW_DATABASE_URL in programs that use the library. Starts \
+                the embedded PostgreSQL if it is not running (its port can change between \
+                starts). With ORDERFLOW_DATABASE_URL or DATABASE_URL set, prints that URL.
+
+                Example:
+                  psql "$(orderflow db url)"
+                """)
+
+        func run() async throws {
+            let context = CommandContext.current()
+            switch context.databaseSource {
+            case .url(let url, _):
+                context.terminal.write(url)
+            case .embedded(let local):
+                _ = try await context.databaseConfiguration()  // starts (and migrates) it when needed
+                guard let url = try await local.runningConnectionString() else {
+                    throw CLIError(.databaseUnavailable, "the embedded PostgreSQL did not stay up", remedy: "see `orderflow db status`")
+                }
+                context.terminal.write(url)
+            }
         }
     }
 

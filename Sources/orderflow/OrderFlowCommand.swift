@@ -22,9 +22,10 @@ struct OrderFlowCommand: AsyncParsableCommand {
             DATABASE
             ORDERFLOW_DATABASE_URL, else DATABASE_URL, names the PostgreSQL to use \
             (postgresql://user:password@host:port/database); run `orderflow migrate` \
-            once. Without either, orderflow keeps a private PostgreSQL in \
-            ./.orderflow/postgres ($ORDERFLOW_HOME/postgres when set), started and \
-            migrated on first use. ORDERFLOW_MERCHANT selects the merchant (default \
+            once. Without either, orderflow keeps a private PostgreSQL, one per user: in \
+            $ORDERFLOW_HOME when set, else the nearest .orderflow/ folder here or above, \
+            else ~/.local/share/orderflow; started and migrated on first use \
+            (`orderflow db status` says which, `orderflow db url` gives its URL). ORDERFLOW_MERCHANT selects the merchant (default \
             "default"); ORDERFLOW_LOG_LEVEL sets the log level (default warning).
 
             OUTPUT

@@ -42,6 +42,8 @@ struct CLI: Sendable {
         }
         environment["ORDERFLOW_DATABASE_URL"] = databaseURL
         environment["USER"] = "tester"
+        // Never the user's own data folder: an embedded database a test creates stays in its folder.
+        environment["XDG_DATA_HOME"] = directory.appendingPathComponent("data").path
         environment["ORDERFLOW_ACTOR"] = nil
         environment.merge(extraEnvironment) { _, new in new }
         self.environment = environment

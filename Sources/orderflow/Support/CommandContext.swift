@@ -103,7 +103,7 @@ public struct CommandContext: Sendable {
     public enum DatabaseSource: Sendable {
         /// A URL from the named environment variable.
         case url(String, variable: String)
-        /// The private cluster in `.orderflow/postgres` (or `$ORDERFLOW_HOME/postgres`).
+        /// The private cluster in ``embeddedHome``.
         case embedded(LocalPostgres)
     }
 
@@ -117,11 +117,48 @@ public struct CommandContext: Sendable {
         return .embedded(localPostgres)
     }
 
-    /// The embedded cluster's folder: `$ORDERFLOW_HOME/postgres`, else `./.orderflow/postgres`.
+    /// Where the embedded database lives, and why there.
+    public struct EmbeddedHome: Sendable, Equatable {
+        /// The folder holding `postgres/` (a `.orderflow` folder, or the user's data folder).
+        public var folder: URL
+        /// Why this one, for `db status` and the line said when one is created.
+        public var reason: String
+    }
+
+    /// The embedded database's home, found as git finds a repository: `ORDERFLOW_HOME` when
+    /// set; else the nearest `.orderflow/` folder in the working directory or its parents; else
+    /// the user's data folder (`$XDG_DATA_HOME/orderflow`, `~/.local/share/orderflow`). One
+    /// database per user, whatever folder a command runs in.
+    public var embeddedHome: EmbeddedHome {
+        if let home = environment["ORDERFLOW_HOME"], !home.isEmpty {
+            return EmbeddedHome(folder: URL(fileURLWithPath: home, isDirectory: true).standardizedFileURL, reason: "ORDERFLOW_HOME is set")
+        }
+        var folder = workingDirectory.standardizedFileURL
+        while true {
+            let candidate = folder.appendingPathComponent(".orderflow", isDirectory: true)
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: candidate.path, isDirectory: &isDirectory), isDirectory.boolValue {
+                return EmbeddedHome(folder: candidate, reason: "the nearest .orderflow folder to the working directory")
+            }
+            let parent = folder.deletingLastPathComponent().standardizedFileURL
+            if parent.path == folder.path { break }
+            folder = parent
+        }
+        let data: URL
+        if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") {
+            data = URL(fileURLWithPath: xdg, isDirectory: true)
+        } else {
+            let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? FileManager.default.homeDirectoryForCurrentUser.path
+            data = URL(fileURLWithPath: home, isDirectory: true).appendingPathComponent(".local/share", isDirectory: true)
+        }
+        return EmbeddedHome(
+            folder: data.appendingPathComponent("orderflow", isDirectory: true).standardizedFileURL,
+            reason: "your data folder: no .orderflow folder in the working directory or its parents, and ORDERFLOW_HOME is not set")
+    }
+
+    /// The embedded cluster, in ``embeddedHome``'s `postgres` folder.
     public var localPostgres: LocalPostgres {
-        let home = environment["ORDERFLOW_HOME"].flatMap { $0.isEmpty ? nil : URL(fileURLWithPath: $0, isDirectory: true) }
-            ?? workingDirectory.appendingPathComponent(".orderflow", isDirectory: true)
-        return LocalPostgres(folder: home.appendingPathComponent("postgres", isDirectory: true), logger: logger)
+        LocalPostgres(folder: embeddedHome.folder.appendingPathComponent("postgres", isDirectory: true), logger: logger)
     }
 
     /// The database to use, ready for work: an explicit URL is parsed (its schema is checked when
@@ -145,6 +182,11 @@ public struct CommandContext: Sendable {
             // Reusing a running cluster costs one `pg_ctl status`; starting one also migrates it.
             if let url = try await local.runningConnectionString() {
                 return (try DatabaseConfiguration(url), source)
+            }
+            if case .notCreated = try await local.status() {
+                // A new database where staff expected their orders is a surprise: say where, and why.
+                let home = embeddedHome
+                Terminal.writeError("orderflow: creating a new embedded PostgreSQL in \(displayPath(local.folder)) (\(home.reason))")
             }
             let configuration = try DatabaseConfiguration(try await local.start())
             _ = try await Schema.migrate(configuration)
