@@ -29,6 +29,14 @@ public enum ChildProcess {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // Nothing else this process holds reaches the child. Descriptors it inherited without
+        // close-on-exec (a shell's pipe for `$(orderflow db url)`, the socket through which a
+        // parent's Foundation `Process` learns that this one exited) would stay open in the
+        // server `pg_ctl start` leaves running, and whoever waits for their end would wait as
+        // long as the server runs. glibc ignores a close of a descriptor that is not open.
+        for descriptor in openDescriptors() where descriptor > 2 {
+            posix_spawn_file_actions_addclose(&actions, descriptor)
+        }
 
         let argv = arguments.map { strdup($0) } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
@@ -60,5 +68,12 @@ public enum ChildProcess {
         // WIFEXITED / WEXITSTATUS, which Swift does not import as macros.
         if status & 0x7F == 0 { return (status >> 8) & 0xFF }
         return 128 + (status & 0x7F)
+    }
+
+    /// This process's open descriptors (`posix_spawn_file_actions_addclosefrom_np` would do,
+    /// but Swift's Glibc module does not import it).
+    private static func openDescriptors() -> [Int32] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return names.compactMap { Int32($0) }
     }
 }

@@ -25,8 +25,10 @@ struct CLI: Sendable {
 
     let binary: URL
     var environment: [String: String]
-    /// The working directory of each run (the embedded database would live under it).
+    /// The folder of this CLI's files (outputs, the XDG data folder).
     let directory: URL
+    /// The working directory of each run; `directory` unless a test moves it.
+    var workingDirectory: URL
 
     /// The database the runs use.
     var databaseURL: String? { environment["ORDERFLOW_DATABASE_URL"] }
@@ -36,6 +38,7 @@ struct CLI: Sendable {
         binary = try Self.locateBinary()
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("orderflow-cli-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        workingDirectory = directory
         var environment = ProcessInfo.processInfo.environment
         for key in ["ORDERFLOW_DATABASE_URL", "DATABASE_URL", "ORDERFLOW_HOME", "ORDERFLOW_MERCHANT", "ORDERFLOW_LOG_LEVEL", "NO_COLOR"] {
             environment[key] = nil
@@ -78,7 +81,7 @@ struct CLI: Sendable {
         process.executableURL = binary
         process.arguments = arguments
         process.environment = environment.merging(extra) { _, new in new }
-        process.currentDirectoryURL = directory
+        process.currentDirectoryURL = workingDirectory
         process.standardInput = FileHandle.nullDevice
         // Output goes to files: a pipe that nobody drains could fill up and block the child.
         let stdoutURL = directory.appendingPathComponent("stdout-\(UUID().uuidString)")

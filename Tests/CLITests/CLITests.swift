@@ -165,6 +165,40 @@ struct OfflineCommandTests {
         #expect(status.stdout.contains(home + "/postgres"))
     }
 
+    @Test("the embedded database is found as git finds a repository: ORDERFLOW_HOME, a .orderflow folder above, else the data folder")
+    func embeddedDatabaseDiscovery() async throws {
+        var cli = try CLI(databaseURL: nil)
+        let project = cli.directory.appendingPathComponent("project")
+        cli.workingDirectory = project.appendingPathComponent("counter/tablet")
+        try FileManager.default.createDirectory(at: cli.workingDirectory, withIntermediateDirectories: true)
+
+        let data = try await cli.run("db", "status", "--json")
+        expectStatus(data, 0)
+        let dataObject = try #require(try data.json() as? [String: Any])
+        #expect(dataObject["folder"] as? String == cli.directory.appendingPathComponent("data/orderflow/postgres").path, "\(data)")
+        #expect((dataObject["chosenBecause"] as? String)?.contains("data folder") == true, "\(data)")
+
+        try FileManager.default.createDirectory(at: project.appendingPathComponent(".orderflow"), withIntermediateDirectories: true)
+        let nearest = try await cli.run("db", "status")
+        expectStatus(nearest, 0)
+        #expect(nearest.stdout.contains(project.appendingPathComponent(".orderflow/postgres").path), "\(nearest)")
+        #expect(nearest.stdout.contains("the nearest .orderflow folder"), "\(nearest)")
+
+        let home = cli.directory.appendingPathComponent("home").path
+        let overridden = try await cli.run(["db", "status"], environment: ["ORDERFLOW_HOME": home])
+        #expect(overridden.stdout.contains(home + "/postgres") && overridden.stdout.contains("ORDERFLOW_HOME is set"), "\(overridden)")
+        #expect(!FileManager.default.fileExists(atPath: project.appendingPathComponent(".orderflow/postgres").path),
+                "db status creates nothing")
+    }
+
+    @Test("db url prints an explicit URL as given, password included")
+    func databaseURLExternal() async throws {
+        let cli = try CLI(databaseURL: "postgresql://u:secret@127.0.0.1:1/x")
+        let url = try await cli.run("db", "url")
+        expectStatus(url, 0)
+        #expect(url.stdout == "postgresql://u:secret@127.0.0.1:1/x\n", "\(url)")
+    }
+
     @Test("a malformed database URL is a usage error")
     func malformedDatabaseURL() async throws {
         let cli = try CLI(databaseURL: "postgresql://[nope")
@@ -176,6 +210,23 @@ struct OfflineCommandTests {
 
 @Suite("orderflow against PostgreSQL")
 struct DatabaseCommandTests {
+    @Test("a command that creates the embedded database says where and why; db url gives its full URL")
+    func embeddedDatabaseCreation() async throws {
+        let cli = try CLI(databaseURL: nil)
+        let first = try await cli.run("list")
+        expectStatus(first, 0)
+        #expect(first.stderr.contains("creating a new embedded PostgreSQL in \(cli.directory.path)/data/orderflow/postgres"), "\(first)")
+        #expect(first.stderr.contains("your data folder"), "\(first)")
+        let second = try await cli.run("list")
+        expectStatus(second, 0)
+        #expect(second.stderr.isEmpty, "said once, when created: \(second)")
+        let url = try await cli.run("db", "url")
+        expectStatus(url, 0)
+        #expect(url.stdout.hasPrefix("postgresql://orderflow:") && !url.stdout.contains("***"), "\(url)")
+        let stop = try await cli.run("db", "stop")
+        expectStatus(stop, 0)
+    }
+
     @Test("migrate applies the schema once; a database without it is reported")
     func migrate() async throws {
         let cli = try await CLI.withFreshDatabase(migrated: false)

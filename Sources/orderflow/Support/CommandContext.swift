@@ -186,7 +186,7 @@ public struct CommandContext: Sendable {
             if case .notCreated = try await local.status() {
                 // A new database where staff expected their orders is a surprise: say where, and why.
                 let home = embeddedHome
-                Terminal.writeError("orderflow: creating a new embedded PostgreSQL in \(displayPath(local.folder)) (\(home.reason))")
+                Terminal.writeError("orderflow: creating a new embedded PostgreSQL in \(local.folder.path) (\(home.reason))")
             }
             let configuration = try DatabaseConfiguration(try await local.start())
             _ = try await Schema.migrate(configuration)
