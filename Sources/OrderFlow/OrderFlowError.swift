@@ -61,6 +61,9 @@ public struct OrderFlowError: Error, Sendable, CustomStringConvertible {
         var text = error.message
         if let hint = error.hint, !hint.isEmpty { text += "; \(hint)" }
         switch error {
+        case _ where error.kind == .connectionFailed && refusal(in: error.message) != nil:
+            // The server answered and said no: retrying the same settings cannot help.
+            return OrderFlowError(.databaseUnavailable, "\(error.message); \(refusal(in: error.message)!)")
         case _ where error.isConnectionProblem || error.kind == .poolTimeout:
             let advice = error.hint.flatMap { $0.isEmpty ? nil : $0 } ?? "retry when it is back"
             return OrderFlowError(.databaseUnavailable, "the database is unavailable (\(error.message)); \(advice)")
@@ -85,6 +88,21 @@ public struct OrderFlowError: Error, Sendable, CustomStringConvertible {
         default:
             return OrderFlowError(.unexpected, "database error: \(error.description)")
         }
+    }
+
+    /// What to do when PostgreSQL refused the connection itself (libpq's words): the settings
+    /// are wrong, not the moment.
+    private static func refusal(in message: String) -> String? {
+        if message.contains("password authentication failed") || message.contains("role \"") && message.contains("does not exist") {
+            return "check the user name and password in the database URL; retrying with the same ones will not help"
+        }
+        if message.contains("no pg_hba.conf entry") {
+            return "the server does not accept this user from this host (pg_hba.conf); ask its administrator, retrying will not help"
+        }
+        if message.contains("database \""), message.contains("does not exist") {
+            return "create the database (createdb) or correct its name in the database URL"
+        }
+        return nil
     }
 
     /// Translates lower layers' errors into the engine's vocabulary; others pass through.

@@ -223,6 +223,22 @@ struct DatabaseCommandTests {
         let url = try await cli.run("db", "url")
         expectStatus(url, 0)
         #expect(url.stdout.hasPrefix("postgresql://orderflow:") && !url.stdout.contains("***"), "\(url)")
+
+        // A refused login is not an outage: the message says what to fix, not to retry.
+        let given = url.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let password = try #require(given.firstMatch(of: /orderflow:([^@]+)@/)?.1)
+        let wrong = try await cli.run(["list"], environment: [
+            "ORDERFLOW_DATABASE_URL": given.replacingOccurrences(of: ":\(password)@", with: ":not-the-password@"),
+        ])
+        expectStatus(wrong, 69)
+        expectOneLineError(wrong, containing: ["password authentication failed", "check the user name and password"])
+        #expect(!wrong.stderr.contains("retry when it is back") && !wrong.stderr.contains("not-the-password"), "\(wrong)")
+        let missing = try await cli.run(["list"], environment: [
+            "ORDERFLOW_DATABASE_URL": given.replacing(/\/orderflow$/, with: "/no_such_database"),
+        ])
+        expectStatus(missing, 69)
+        expectOneLineError(missing, containing: ["does not exist", "create the database"])
+
         let stop = try await cli.run("db", "stop")
         expectStatus(stop, 0)
     }
