@@ -93,7 +93,7 @@ struct Advance: AsyncParsableCommand {
             TARGET is a state or an event of the order's workflow, case-insensitive, and a \
             unique prefix is enough (`rea` for ready, `out` for out_for_delivery). --eta takes \
             15m, +15m or ISO-8601 and is passed as input `eta`; --driver as input `driver`; \
-            --input passes any other input, typed by the transition's declaration. --expect \
+            --reason as input `reason`; --input passes any other input, typed by the transition's declaration. --expect \
             refuses unless the order is in that state. Retrying with the same --idempotency-key \
             changes nothing and prints the first result.
 
@@ -113,6 +113,9 @@ struct Advance: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Input `driver`.", valueName: "name"))
     var driver: String?
 
+    @Option(help: ArgumentHelp("Input `reason` (a cancellation's, say).", valueName: "text"))
+    var reason: String?
+
     @Option(help: ArgumentHelp("Transition input, key=value (repeatable).", valueName: "key=value"))
     var input: [String] = []
 
@@ -129,6 +132,7 @@ struct Advance: AsyncParsableCommand {
         var values: [String: JSONValue] = [:]
         if let eta { values["eta"] = .string(try TypedValues.eta(eta)) }
         if let driver { values["driver"] = .string(driver) }
+        if let reason { values["reason"] = .string(reason) }
         let result = try await context.withEngine { engine in
             var transitionInput = JSONValue.object(values)
             if !input.isEmpty {

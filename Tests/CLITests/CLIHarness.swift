@@ -77,8 +77,20 @@ struct CLI: Sendable {
 
     /// Starts the binary and returns at once, for commands that run until interrupted.
     func start(_ arguments: [String], environment extra: [String: String] = [:]) throws -> RunningCLI {
+        try start(executable: binary, arguments, environment: extra)
+    }
+
+    /// Runs one line of POSIX shell as a person types it, with this build's `orderflow` first
+    /// on PATH (for the README's examples and the hints the commands print).
+    func shell(_ line: String, environment extra: [String: String] = [:]) async throws -> Result {
+        let path = binary.deletingLastPathComponent().path + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
+        return try await start(executable: URL(fileURLWithPath: "/bin/sh"), ["-c", line],
+                               environment: extra.merging(["PATH": path]) { old, _ in old }).finish()
+    }
+
+    private func start(executable: URL, _ arguments: [String], environment extra: [String: String]) throws -> RunningCLI {
         let process = Process()
-        process.executableURL = binary
+        process.executableURL = executable
         process.arguments = arguments
         process.environment = environment.merging(extra) { _, new in new }
         process.currentDirectoryURL = workingDirectory

@@ -39,6 +39,11 @@ struct DemoCommandTests {
         #expect(summary.hasPrefix("18 transitions → 19 pushes"), "\(summary)")
         #expect(first.seconds < 30, "the demo took \(first.seconds) s")
 
+        // The closing hint works exactly as printed.
+        let hint = try #require(output.firstMatch(of: /Look again: (.+)\)/)?.1, "no closing hint in:\n\(output)")
+        let again = try await cli.shell(String(hint))
+        #expect(again.status == 0 && again.stdout.contains("1042") && again.stdout.contains("delivered"), "`\(hint)`: \(again)")
+
         // A second run on the same database uses a merchant of its own and succeeds again.
         let second = try await cli.run("demo")
         #expect(second.status == 0, "\(second)")
