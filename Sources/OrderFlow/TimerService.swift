@@ -9,7 +9,10 @@ public struct TimerService: Service {
     private let interval: Duration
     private let logger: Logger
 
-    /// - Parameter interval: how often to scan. Default 1 second.
+    /// - Parameters:
+    ///   - engine: whose workflows' timers to fire.
+    ///   - interval: how often to scan. Default 1 second.
+    ///   - logger: one record per scan that fired timers, and failed scans.
     public init(engine: OrderFlowEngine, interval: Duration = .seconds(1), logger: Logger = Logger(label: "orderflow.timers")) {
         self.engine = engine
         self.interval = interval

@@ -76,8 +76,9 @@ public final class OrderFlowHost: Service, Sendable {
     /// Checks the configuration and loads the APNs signing key; opens no connection yet.
     ///
     /// - Parameters:
+    ///   - configuration: what to run and how.
     ///   - logger: the host's records; parts add their own metadata (`orderflow.worker`, …).
-    ///   - sender: sends the pushes instead of an ``APNSClient`` made from
+    ///   - sender: sends the pushes instead of an `APNSClient` made from
     ///     ``OrderFlowHostConfiguration/apns`` (a stand-in for tests and benchmarks).
     ///   - metricsFactory: where the worker's metrics go when no endpoint is configured; by
     ///     default the process's `MetricsSystem`.
