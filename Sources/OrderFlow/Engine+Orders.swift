@@ -325,6 +325,17 @@ extension OrderFlowEngine {
         return fired
     }
 
+    /// Fires due timers, as ``fireDueTimers(now:limit:)`` does, for every merchant of
+    /// `merchants` that has workflows. Returns how many transitions fired.
+    @discardableResult
+    public func fireDueTimers(for merchants: MerchantScope, now: Date = Date(), limit: Int = 500) async throws -> Int {
+        var fired = 0
+        for merchantID in try await workflows.merchantIDs(in: merchants) {
+            fired += try await forMerchant(merchantID).fireDueTimers(now: now, limit: limit)
+        }
+        return fired
+    }
+
     // MARK: Helpers
 
     func orderSnapshot(_ orderID: String, workflow: Workflow? = nil) async throws -> OrderSnapshot {

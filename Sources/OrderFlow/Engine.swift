@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PGKit
+import Synchronization
 import WorkflowKit
 
 /// How the engine connects and behaves. The engine never reads the environment: the caller
@@ -66,6 +67,10 @@ public final class OrderFlowEngine: Sendable {
     public let wakeSignal: WakeSignal
     let orderCache: OrderCache
     let logger: Logger
+    /// False for an engine made by ``forMerchant(_:)``: the pool is the original's to close.
+    private let ownsPool: Bool
+    /// The engines ``forMerchant(_:)`` made, kept so that their workflow caches last.
+    private let merchantEngines = Mutex<[String: OrderFlowEngine]>([:])
 
     /// The channel workers LISTEN on.
     public static let wakeChannel = "orderflow_wake"
@@ -106,11 +111,40 @@ public final class OrderFlowEngine: Sendable {
         self.wakeSignal = WakeSignal(
             pool: configuration.notifyWorkers ? pool : nil, channel: Self.wakeChannel,
             interval: configuration.notifyInterval)
+        self.ownsPool = true
     }
 
-    /// Closes the engine's connections.
+    private init(sharing engine: OrderFlowEngine, merchantID: String) {
+        var configuration = engine.configuration
+        configuration.merchantID = merchantID
+        self.configuration = configuration
+        self.logger = engine.logger
+        self.pool = engine.pool
+        self.workflows = WorkflowCatalog(pool: engine.pool, merchantID: merchantID)
+        self.orderCache = OrderCache(capacity: configuration.cachedOrders)
+        self.wakeSignal = engine.wakeSignal
+        self.ownsPool = false
+    }
+
+    /// The engine for another merchant, on this engine's connections: a process that serves
+    /// several merchants (a worker's timers, an API) keeps one pool. Shut down this engine, not
+    /// the one returned, to close the connections.
+    /// - Throws: `OrderFlowError.invalidInput` for a merchant id the engine cannot store.
+    public func forMerchant(_ merchantID: String) throws -> OrderFlowEngine {
+        if merchantID == self.merchantID { return self }
+        try OrderFlowConfiguration.validate(merchantID: merchantID)
+        return merchantEngines.withLock { engines in
+            if let known = engines[merchantID] { return known }
+            let made = OrderFlowEngine(sharing: self, merchantID: merchantID)
+            engines[merchantID] = made
+            return made
+        }
+    }
+
+    /// Closes the engine's connections (for an engine from ``forMerchant(_:)``, nothing: they
+    /// are the original engine's).
     public func shutdown() async {
-        await pool.close()
+        if ownsPool { await pool.close() }
     }
 
     var merchantID: String { configuration.merchantID }

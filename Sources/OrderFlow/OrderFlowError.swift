@@ -65,7 +65,7 @@ public struct OrderFlowError: Error, Sendable, CustomStringConvertible {
             // The server answered and said no: retrying the same settings cannot help.
             return OrderFlowError(.databaseUnavailable, "\(error.message); \(refusal(in: error.message)!)")
         case _ where error.isConnectionProblem || error.kind == .poolTimeout:
-            let advice = error.hint.flatMap { $0.isEmpty ? nil : $0 } ?? "retry when it is back"
+            let advice = (error.hint.flatMap { $0.isEmpty ? nil : $0 + "; " } ?? "") + "retry when it is back"
             return OrderFlowError(.databaseUnavailable, "the database is unavailable (\(error.message)); \(advice)")
         case _ where error.kind == .shutdown:
             return OrderFlowError(.databaseUnavailable, text)

@@ -49,6 +49,15 @@ public actor WorkflowCatalog {
 
     /// Validates `yaml` and stores it as a new version when its content differs from the latest
     /// version (comments and formatting do not count); otherwise changes nothing.
+    /// The merchants of `scope` that have at least one stored workflow.
+    func merchantIDs(in scope: MerchantScope) async throws -> [String] {
+        try await pool.query(PostgresQuery("""
+            SELECT DISTINCT merchant_id FROM workflow_versions
+            WHERE $1::text[] IS NULL OR merchant_id = ANY($1::text[])
+            ORDER BY merchant_id
+            """, scope.boundMerchantIDs)).map { try $0.decode("merchant_id", as: String.self) }
+    }
+
     public func apply(yaml: String, file: String) async throws -> AppliedWorkflow {
         let workflow = try WorkflowLoader.load(yaml: yaml, file: file)
         let canonical = workflow.canonicalJSON

@@ -99,7 +99,7 @@ public struct Demo: Sendable {
     {
         var worker = WorkerConfiguration(
             bundleID: Self.bundleID, workerID: "demo:\(ProcessInfo.processInfo.processIdentifier)",
-            queueDepthSampleInterval: nil)
+            queueDepthSampleInterval: nil, merchants: .only([merchantID]))
         worker.shutdownGracePeriod = .seconds(5)
         let configuration = OrderFlowHostConfiguration(
             engine: OrderFlowConfiguration(database: database, merchantID: merchantID, maximumConnections: 12),

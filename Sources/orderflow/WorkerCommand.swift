@@ -20,7 +20,8 @@ struct WorkerCommand: AsyncParsableCommand {
             discussion: """
                 Runs until SIGTERM or SIGINT, then finishes the pushes in flight, gives back \
                 the orders it had claimed and exits 0. Any number of workers can run against \
-                one database; none sends a push twice.
+                one database; none sends a push twice. A worker serves every merchant's pushes \
+                and timers, or only those named by --merchant.
 
                 APNs settings come from flags or the environment (a flag wins):
                   --apns-key FILE       ORDERFLOW_APNS_KEY      the team's .p8 signing key
@@ -62,6 +63,10 @@ struct WorkerCommand: AsyncParsableCommand {
 
         @Option(name: .customLong("apns-ca"), help: ArgumentHelp("The custom endpoint's CA certificate (PEM).", valueName: "file"))
         var apnsCA: String?
+
+        @Option(name: .customLong("merchant"), help: ArgumentHelp(
+            "Serve only this merchant's pushes and timers (repeatable; default every merchant).", valueName: "id"))
+        var merchants: [String] = []
 
         @Option(help: ArgumentHelp("Serve Prometheus metrics on this port (GET /metrics).", valueName: "port"))
         var metricsPort: Int?
@@ -112,7 +117,16 @@ struct WorkerCommand: AsyncParsableCommand {
             schemaCheck.maximumConnections = 1
             try await context.withEngine(schemaCheck, source: source) { _ in }  // the schema is current, or made so
 
-            var worker = WorkerConfiguration(bundleID: apns.bundleID, batchSize: batchSize, concurrentSends: concurrency)
+            for merchant in merchants {
+                do {
+                    try OrderFlowConfiguration.validate(merchantID: merchant)
+                } catch let error as OrderFlowError {
+                    throw CLIError(.usage, "--merchant: \(error.message)")
+                }
+            }
+            var worker = WorkerConfiguration(
+                bundleID: apns.bundleID, batchSize: batchSize, concurrentSends: concurrency,
+                merchants: merchants.isEmpty ? .all : .only(Set(merchants)))
             if let workerID { worker.workerID = workerID }
             worker.lease = .seconds(lease)
             let host = try apns.makingHost(OrderFlowHostConfiguration(

@@ -13,7 +13,9 @@ public struct OrderFlowHostConfiguration: Sendable {
     public var engine: OrderFlowConfiguration
     /// The default APNs app: endpoint and signing key.
     public var apns: APNSClientConfiguration
-    /// How the worker claims and paces pushes; its `bundleID` is the default app's topic.
+    /// How the worker claims and paces pushes; its `bundleID` is the default app's topic, its
+    /// `merchants` the merchants this host serves, for pushes and timers alike (every merchant
+    /// by default).
     public var worker: WorkerConfiguration
     /// How often due timers are looked for; nil runs no timers in this process. Default 1 s.
     public var timerInterval: Duration?
@@ -129,7 +131,8 @@ public final class OrderFlowHost: Service, Sendable {
             listener = made
         }
         if let interval = configuration.timerInterval {
-            services.append(TimerService(engine: engine, interval: interval, logger: logger.scoped("timers")))
+            services.append(TimerService(
+                engine: engine, merchants: configuration.worker.merchants, interval: interval, logger: logger.scoped("timers")))
         }
         var workerPool = engine.pool
         if let connections = configuration.workerConnections {

@@ -20,7 +20,8 @@ struct DispatchStore: Sendable {
     /// to their orders so that orders leased by other workers are passed over; the order rows
     /// are then locked `FOR UPDATE SKIP LOCKED` (so concurrent claims never return the same
     /// order, and an order being moved by the engine is taken next time) and leased.
-    func claim(workerID: String, limit: Int, lease: Duration) async throws -> [OrderKey] {
+    /// Only the orders of `merchants`: a NULL set is every merchant's.
+    func claim(workerID: String, limit: Int, lease: Duration, merchants: MerchantScope) async throws -> [OrderKey] {
         try await pool.query(PostgresQuery("""
             WITH candidates AS (
                 SELECT DISTINCT ready.merchant_id, ready.order_id
@@ -30,6 +31,7 @@ struct DispatchStore: Sendable {
                     JOIN orders o ON o.merchant_id = c.merchant_id AND o.order_id = c.order_id
                     WHERE c.available_at <= now()
                       AND (o.dispatch_lease_until IS NULL OR o.dispatch_lease_until < now())
+                      AND ($4::text[] IS NULL OR c.merchant_id = ANY($4::text[]))
                     ORDER BY c.available_at, c.id
                     LIMIT $2 * 4
                 ) ready
@@ -46,7 +48,7 @@ struct DispatchStore: Sendable {
             FROM locked
             WHERE o.merchant_id = locked.merchant_id AND o.order_id = locked.order_id
             RETURNING o.merchant_id, o.order_id
-            """, workerID, limit, lease.inSeconds)
+            """, workerID, limit, lease.inSeconds, merchants.boundMerchantIDs)
         ).map { OrderKey(merchantID: try $0.decode("merchant_id"), orderID: try $0.decode("order_id")) }
     }
 
@@ -286,7 +288,7 @@ struct DispatchStore: Sendable {
 
     /// Queues a `sync` for every running activity that reached `age` seconds and has nothing
     /// pending, so the time-limit policy is applied although no transition happens.
-    func queueTimeLimitChecks(age: TimeInterval, maximumAttempts: Int) async throws -> Int {
+    func queueTimeLimitChecks(age: TimeInterval, maximumAttempts: Int, merchants: MerchantScope) async throws -> Int {
         try await pool.query(PostgresQuery("""
             INSERT INTO activity_commands (merchant_id, order_id, seq, kind, device_id)
             SELECT a.merchant_id, a.order_id, o.seq, 'sync', a.device_id
@@ -295,13 +297,16 @@ struct DispatchStore: Sendable {
             WHERE a.status IN ('active', 'starting')
               AND a.started_at <= now() - make_interval(secs => $1)
               AND a.failures < $2
+              AND ($3::text[] IS NULL OR a.merchant_id = ANY($3::text[]))
               AND NOT EXISTS (SELECT 1 FROM activity_commands c
                               WHERE c.merchant_id = a.merchant_id AND c.order_id = a.order_id)
-            """, age, maximumAttempts)).affectedRows
+            """, age, maximumAttempts, merchants.boundMerchantIDs)).affectedRows
     }
 
-    /// Commands waiting, due or deferred.
-    func queueDepth() async throws -> Int {
-        try await pool.query(PostgresQuery("SELECT count(*) AS depth FROM activity_commands")).single().decode("depth")
+    /// Commands waiting, due or deferred, of `merchants`.
+    func queueDepth(merchants: MerchantScope) async throws -> Int {
+        try await pool.query(PostgresQuery(
+            "SELECT count(*) AS depth FROM activity_commands WHERE $1::text[] IS NULL OR merchant_id = ANY($1::text[])",
+            merchants.boundMerchantIDs)).single().decode("depth")
     }
 }

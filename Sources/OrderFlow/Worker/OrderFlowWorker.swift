@@ -153,7 +153,8 @@ public final class OrderFlowWorker: Service, Sendable {
             let claimed: [DispatchStore.OrderKey]
             do {
                 claimed = try await store.claim(
-                    workerID: configuration.workerID, limit: configuration.batchSize, lease: configuration.lease)
+                    workerID: configuration.workerID, limit: configuration.batchSize, lease: configuration.lease,
+                    merchants: configuration.merchants)
                 failures = 0
             } catch {
                 if Task.isCancelled { return }
@@ -419,7 +420,8 @@ public final class OrderFlowWorker: Service, Sendable {
         while !Task.isCancelled {
             do {
                 let queued = try await store.queueTimeLimitChecks(
-                    age: configuration.timeLimitAge, maximumAttempts: configuration.maximumAttempts)
+                    age: configuration.timeLimitAge, maximumAttempts: configuration.maximumAttempts,
+                    merchants: configuration.merchants)
                 if queued > 0 {
                     logger.debug("activities near the time limit queued", metadata: ["orderflow.activities": "\(queued)"])
                     doorbell.ring()
@@ -434,7 +436,7 @@ public final class OrderFlowWorker: Service, Sendable {
 
     private func sampleQueueDepth(every interval: Duration) async {
         while !Task.isCancelled {
-            if let depth = try? await store.queueDepth() { metrics.recordQueueDepth(depth) }
+            if let depth = try? await store.queueDepth(merchants: configuration.merchants) { metrics.recordQueueDepth(depth) }
             do { try await Task.sleep(for: interval) } catch { return }
         }
     }

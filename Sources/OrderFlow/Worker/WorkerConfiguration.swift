@@ -56,6 +56,9 @@ public struct WorkerConfiguration: Sendable {
     public var queueDepthSampleInterval: Duration?
     /// Transitions loaded per order to merge (the newest ones). Default 100.
     public var maximumTransitionsMerged: Int
+    /// Whose orders this worker claims, and (in an ``OrderFlowHost``) whose timers it fires.
+    /// Default every merchant's.
+    public var merchants: MerchantScope
 
     public init(
         bundleID: String,
@@ -76,7 +79,8 @@ public struct WorkerConfiguration: Sendable {
         pausedRetryInterval: Duration = .seconds(300),
         shutdownGracePeriod: Duration = .seconds(10),
         queueDepthSampleInterval: Duration? = .seconds(10),
-        maximumTransitionsMerged: Int = 100
+        maximumTransitionsMerged: Int = 100,
+        merchants: MerchantScope = .all
     ) {
         self.bundleID = bundleID
         self.workerID = workerID
@@ -97,6 +101,7 @@ public struct WorkerConfiguration: Sendable {
         self.shutdownGracePeriod = shutdownGracePeriod
         self.queueDepthSampleInterval = queueDepthSampleInterval
         self.maximumTransitionsMerged = max(1, maximumTransitionsMerged)
+        self.merchants = merchants
     }
 
     /// `<host>:<pid>:<random>`: unique per process, readable in `orders.dispatch_owner`.
