@@ -189,7 +189,7 @@ public actor PostgresConnection {
 
     private func exchange(_ query: PostgresQuery, parameters: [String?]) async throws(PostgresError) -> PostgresRows {
         guard let connection = handle else {
-            throw PostgresError(.connectionLost, "the connection to PostgreSQL at \(configuration.target.hostAndPort) is closed")
+            throw closedError
         }
         let result: NativeResult
         if let key = query.preparedKey {
@@ -223,7 +223,7 @@ public actor PostgresConnection {
     /// statements that take no parameters there (`LISTEN`).
     func quotedIdentifier(_ name: String) throws(PostgresError) -> String {
         guard let handle else {
-            throw PostgresError(.connectionLost, "the connection to PostgreSQL at \(configuration.target.hostAndPort) is closed")
+            throw closedError
         }
         guard let quoted = PQescapeIdentifier(handle, name, name.utf8.count) else {
             throw PostgresError(.invalidParameter, "cannot quote the identifier: \(Self.connectionMessage(handle))")
@@ -249,7 +249,7 @@ public actor PostgresConnection {
 
     private func receiveNotifications() async throws(PostgresError) -> [(channel: String, payload: String)] {
         guard let connection = handle else {
-            throw PostgresError(.connectionLost, "the connection to PostgreSQL at \(configuration.target.hostAndPort) is closed")
+            throw closedError
         }
         let socket = PQsocket(connection)
         while true {
@@ -270,6 +270,11 @@ public actor PostgresConnection {
                 throw connectionProblem(connection)
             }
         }
+    }
+
+    /// For use after `close()` (or a failed open).
+    private var closedError: PostgresError {
+        PostgresError(.connectionLost, "the connection to PostgreSQL at \(configuration.target.hostAndPort) is closed")
     }
 
     /// Ends a statement's turn, closing first if `close()` came meanwhile.
