@@ -95,22 +95,29 @@ public struct Migrator: Sendable {
         }
     }
 
-    /// The newest applied migration's version: 0 when none is, or the schema has no
-    /// migrations table yet. One statement on a pooled connection.
+    /// The newest migration applied to the database, or 0 when none is (also when the
+    /// migrations table does not exist yet). Compare it with `migrations.last?.version`.
     public static func appliedVersion(on pool: PostgresPool) async throws -> Int {
-        do {
-            return try await pool.query(PostgresQuery("SELECT coalesce(max(version), 0) AS version FROM schema_migrations"))
+        try await pool.withConnection { connection in try await appliedVersion(on: connection) }
+    }
+
+    public static func appliedVersion(on connection: PostgresConnection) async throws -> Int {
+        // One connection for both statements: the table cannot be planned before it exists.
+        try await connection.run { connection in
+            guard try await migrationsTableExists(on: connection) else { return 0 }
+            return try await connection.query(PostgresQuery("SELECT coalesce(max(version), 0) AS version FROM schema_migrations"))
                 .single().decode("version", as: Int.self)
-        } catch let error as PostgresError where error.sqlState == "42P01" {
-            return 0  // undefined_table: never migrated
         }
     }
 
-    private func status(on connection: PostgresConnection) async throws -> [Status] {
-        let exists = try await connection.query(PostgresQuery("SELECT to_regclass('schema_migrations') IS NOT NULL AS present"))
+    private static func migrationsTableExists(on connection: PostgresConnection) async throws -> Bool {
+        try await connection.query(PostgresQuery("SELECT to_regclass('schema_migrations') IS NOT NULL AS present"))
             .single().decode("present", as: Bool.self)
+    }
+
+    private func status(on connection: PostgresConnection) async throws -> [Status] {
         var applied: [Int: Date] = [:]
-        if exists {
+        if try await Self.migrationsTableExists(on: connection) {
             for row in try await connection.query(PostgresQuery("SELECT version, applied_at FROM schema_migrations")) {
                 applied[try row.decode("version", as: Int.self)] = try row.decode("applied_at", as: Date.self)
             }

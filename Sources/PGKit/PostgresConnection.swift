@@ -47,9 +47,17 @@ public actor PostgresConnection {
     public static func connect(
         _ configuration: PostgresConfiguration, logger: Logger = Logger(label: "orderflow.postgres")
     ) async throws(PostgresError) -> PostgresConnection {
+        try await connect(configuration, logger: logger, givingUpWhenCancelled: false)
+    }
+
+    /// `givingUpWhenCancelled`: a cancelled task stops waiting for the connect thread at once
+    /// and gets `.shutdown` (the listener's stop must not wait out `connect_timeout`).
+    static func connect(
+        _ configuration: PostgresConfiguration, logger: Logger, givingUpWhenCancelled: Bool
+    ) async throws(PostgresError) -> PostgresConnection {
         let connection = PostgresConnection(configuration: configuration, logger: logger)
         do {
-            try await connection.open()
+            try await connection.open(givingUpWhenCancelled: givingUpWhenCancelled)
         } catch {
             await connection.close()
             throw error
@@ -74,14 +82,23 @@ public actor PostgresConnection {
         }
     }
 
-    private func open() async throws(PostgresError) {
+    private func open(givingUpWhenCancelled: Bool) async throws(PostgresError) {
         let configuration = self.configuration
         // libpq's connect blocks (name lookup, TCP, authentication, TLS): on a thread of its own,
         // never on the concurrency pool. Connections are opened rarely; a thread each is cheap.
-        let opened = await onThreadOfItsOwn(named: "pg connect") {
-            let connection = configuration.openNativeConnection(applicationName: configuration.applicationName)
-            if let connection, PQstatus(connection) == CONNECTION_OK { PQsetnonblocking(connection, 1) }
-            return NativeConnection(connection)
+        let connect: @Sendable () -> NativeConnection = {
+            let connection = configuration.openNativeConnection()
+            if let pointer = connection.pointer, PQstatus(pointer) == CONNECTION_OK { PQsetnonblocking(pointer, 1) }
+            return connection
+        }
+        let opened: NativeConnection
+        if givingUpWhenCancelled {
+            guard let connection = await onThreadOfItsOwnUnlessCancelled(named: "pg connect", connect) else {
+                throw PostgresError(.shutdown, "stopped while connecting to PostgreSQL at \(configuration.target.hostAndPort)")
+            }
+            opened = connection
+        } else {
+            opened = await onThreadOfItsOwn(named: "pg connect", connect)
         }
         native.pointer = opened.take()
         guard let connection = handle, PQstatus(connection) == CONNECTION_OK else {
@@ -172,9 +189,9 @@ public actor PostgresConnection {
 
     private func exchange(_ query: PostgresQuery, parameters: [String?]) async throws(PostgresError) -> PostgresRows {
         guard let connection = handle else {
-            throw PostgresError(.connectionLost, "the connection to PostgreSQL at \(configuration.target.hostAndPort) is closed")
+            throw closedError
         }
-        let result: OpaquePointer?
+        let result: NativeResult
         if let key = query.preparedKey {
             let name = try await preparedName(for: key, query: query, parameterCount: parameters.count, connection: connection)
             let sent = withOptionalCStringArray(parameters) { values in
@@ -190,7 +207,6 @@ public actor PostgresConnection {
             }
             result = try await awaitResult(sent: sent, connection: connection)
         }
-        defer { PQclear(result) }
         return try rows(from: result, connection: connection)
     }
 
@@ -200,6 +216,66 @@ public actor PostgresConnection {
     }
 
     private var insideSession: Bool { Self.heldConnections.contains(identity) }
+
+    // MARK: Notifications
+
+    /// Quotes `name` as an identifier, by libpq's rules for this connection's encoding, for the
+    /// statements that take no parameters there (`LISTEN`).
+    func quotedIdentifier(_ name: String) throws(PostgresError) -> String {
+        guard let handle else {
+            throw closedError
+        }
+        guard let quoted = PQescapeIdentifier(handle, name, name.utf8.count) else {
+            throw PostgresError(.invalidParameter, "cannot quote the identifier: \(Self.connectionMessage(handle))")
+        }
+        defer { PQfreemem(quoted) }
+        return String(cString: quoted)
+    }
+
+    /// Waits, on the socket thread like a statement's answer, until notifications (from
+    /// `LISTEN`) arrive, and returns them in the order they were sent; returns none at once
+    /// when the calling task is cancelled. Throws `.connectionLost` when the connection breaks.
+    func nextNotifications() async throws(PostgresError) -> [(channel: String, payload: String)] {
+        await statementTurns.take()
+        do {
+            let received = try await receiveNotifications()
+            endExchange()
+            return received
+        } catch {
+            endExchange()
+            throw error
+        }
+    }
+
+    private func receiveNotifications() async throws(PostgresError) -> [(channel: String, payload: String)] {
+        guard let connection = handle else {
+            throw closedError
+        }
+        let socket = PQsocket(connection)
+        while true {
+            // libpq may have read some already, together with an earlier answer.
+            var received: [(channel: String, payload: String)] = []
+            while let notification = PQnotifies(connection) {
+                received.append((String(cString: notification.pointee.relname), String(cString: notification.pointee.extra)))
+                PQfreemem(notification)
+            }
+            if !received.isEmpty { return received }
+            if orderflow_tls_pending(connection) == 0 {
+                let failure = await SocketWaiter.shared.waitUntilReadableOrCancelled(socket)
+                if failure == ECANCELED, Task.isCancelled { return [] }
+                if failure != 0 { throw unwatchable(failure) }
+            }
+            // A terminated backend sends its error, then closes: either ends the connection.
+            guard PQconsumeInput(connection) == 1, PQstatus(connection) == CONNECTION_OK else {
+                throw connectionProblem(connection)
+            }
+        }
+    }
+
+    /// For use after `close()` (or a failed open).
+    private var closedError: PostgresError {
+        PostgresError(.connectionLost, "the connection to PostgreSQL at \(configuration.target.hostAndPort) is closed")
+    }
 
     /// Ends a statement's turn, closing first if `close()` came meanwhile.
     private func endExchange() {
@@ -213,7 +289,7 @@ public actor PostgresConnection {
 
     /// Sends what libpq has buffered and waits, without blocking a thread, for the statement's
     /// results. Like `PQexec`, returns the last result, or the first error.
-    private func awaitResult(sent: Int32, connection: OpaquePointer) async throws(PostgresError) -> OpaquePointer? {
+    private func awaitResult(sent: Int32, connection: OpaquePointer) async throws(PostgresError) -> NativeResult {
         guard sent == 1 else { throw connectionProblem(connection) }
         let socket = PQsocket(connection)
         // Large statements may not fit the socket's buffer; the server may answer meanwhile.
@@ -224,31 +300,24 @@ public actor PostgresConnection {
             try await waitForSocket(socket, writable: true, connection: connection)
             if PQconsumeInput(connection) == 0 { throw connectionProblem(connection) }
         }
-        var kept: OpaquePointer?
+        var kept = NativeResult(nil)
         while true {
             while PQisBusy(connection) == 1 {
                 // OpenSSL may hold decrypted bytes that libpq has not taken yet; the socket
                 // would not signal them again.
                 if orderflow_tls_pending(connection) == 0 {
-                    do {
-                        try await waitForSocket(socket, writable: false, connection: connection)
-                    } catch {
-                        PQclear(kept)
-                        throw error
-                    }
+                    try await waitForSocket(socket, writable: false, connection: connection)
                 }
                 if PQconsumeInput(connection) == 0 {
                     // The server may have said why before closing (57P01 on shutdown, say).
-                    defer { PQclear(kept) }
-                    throw connectionProblem(connection, result: kept)
+                    throw connectionProblem(connection, sqlState: kept.errorField("C"))
                 }
             }
-            guard let next = PQgetResult(connection) else { return kept }
-            switch PQresultStatus(next) {
+            let next = NativeResult(PQgetResult(connection))
+            guard next.pointer != nil else { return kept }
+            switch next.status {
             case PGRES_COPY_IN, PGRES_COPY_OUT, PGRES_COPY_BOTH:
                 // libpq now waits for COPY data that will never come: no statement can follow.
-                PQclear(next)
-                PQclear(kept)
                 close()
                 throw PostgresError(
                     .unexpectedResult, "COPY with STDIN or STDOUT is not supported here; the connection was closed",
@@ -257,25 +326,26 @@ public actor PostgresConnection {
             default:
                 break
             }
-            if let kept, PQresultStatus(kept) == PGRES_FATAL_ERROR {
-                PQclear(next)
-            } else {
-                PQclear(kept)
-                kept = next
-            }
+            // The first error is the one to report; later results only say the rest was skipped.
+            if kept.status != PGRES_FATAL_ERROR { kept = next }
         }
     }
 
     private func waitForSocket(_ socket: Int32, writable: Bool, connection: OpaquePointer) async throws(PostgresError) {
         let failure = await SocketWaiter.shared.wait(for: socket, writable: writable)
         guard failure != 0 else { return }
+        throw unwatchable(failure)
+    }
+
+    /// The socket cannot be added to the epoll set: the connection is closed.
+    private func unwatchable(_ failure: Int32) -> PostgresError {
         let error = PostgresError(
             .connectionLost,
             "cannot watch the connection to PostgreSQL at \(configuration.target.hostAndPort): \(String(cString: strerror(failure)))",
             hint: "the process may be out of file descriptors or epoll watches (fs.epoll.max_user_watches)",
             context: configuration.target.hostAndPort)
         close()
-        throw error
+        return error
     }
 
     private func preparedName(for key: UInt, query: PostgresQuery, parameterCount: Int, connection: OpaquePointer) async throws(PostgresError) -> String {
@@ -283,14 +353,13 @@ public actor PostgresConnection {
         let name = "orderflow_\(preparedNames.count + 1)"
         let sent = PQsendPrepare(connection, name, query.sql, Int32(parameterCount), nil)
         let result = try await awaitResult(sent: sent, connection: connection)
-        defer { PQclear(result) }
         _ = try rows(from: result, connection: connection)
         preparedNames[key] = name
         return name
     }
 
-    private func rows(from result: OpaquePointer?, connection: OpaquePointer) throws(PostgresError) -> PostgresRows {
-        guard let result else { throw connectionProblem(connection) }
+    private func rows(from nativeResult: borrowing NativeResult, connection: OpaquePointer) throws(PostgresError) -> PostgresRows {
+        guard let result = nativeResult.pointer else { throw connectionProblem(connection) }
         switch PQresultStatus(result) {
         case PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
             return PostgresRows(columns: [], values: [], affectedRows: Int(String(cString: PQcmdTuples(result))) ?? 0)
@@ -320,24 +389,19 @@ public actor PostgresConnection {
             }
             return PostgresRows(columns: columns, values: values, affectedRows: rowCount)
         default:
-            if PQstatus(connection) != CONNECTION_OK { throw connectionProblem(connection, result: result) }
-            throw serverError(result)
+            if PQstatus(connection) != CONNECTION_OK { throw connectionProblem(connection, sqlState: nativeResult.errorField("C")) }
+            throw serverError(nativeResult)
         }
     }
 
-    private func serverError(_ result: OpaquePointer) -> PostgresError {
-        func field(_ code: Character) -> String? {
-            guard let value = PQresultErrorField(result, Int32(code.asciiValue!)) else { return nil }
-            return String(cString: value)
-        }
-        return PostgresError(
-            .server, field("M") ?? "the server reported an error", sqlState: field("C"),
-            detail: field("D"), hint: field("H"), constraint: field("n"),
+    private func serverError(_ result: borrowing NativeResult) -> PostgresError {
+        PostgresError(
+            .server, result.errorField("M") ?? "the server reported an error", sqlState: result.errorField("C"),
+            detail: result.errorField("D"), hint: result.errorField("H"), constraint: result.errorField("n"),
             context: configuration.target.hostAndPort)
     }
 
-    private func connectionProblem(_ connection: OpaquePointer, result: OpaquePointer? = nil) -> PostgresError {
-        let sqlState = result.flatMap { PQresultErrorField($0, Int32(Character("C").asciiValue!)) }.map { String(cString: $0) }
+    private func connectionProblem(_ connection: OpaquePointer, sqlState: String? = nil) -> PostgresError {
         let error = PostgresError(
             .connectionLost,
             "lost the connection to PostgreSQL at \(configuration.target.hostAndPort): \(Self.connectionMessage(connection))",
@@ -439,6 +503,26 @@ final class ConnectionHealth: Sendable {
     var isBroken: Bool { broken.load(ordering: .acquiring) }
 }
 
+/// Owns a `PGresult *` (or none): `PQclear` runs here, once, when the owner goes out of scope,
+/// on every path, thrown errors included.
+struct NativeResult: ~Copyable {
+    let pointer: OpaquePointer?
+
+    init(_ pointer: OpaquePointer?) {
+        self.pointer = pointer
+    }
+
+    var status: ExecStatusType { pointer.map(PQresultStatus) ?? PGRES_EMPTY_QUERY }
+
+    /// A field of the error the result carries (`"C"`: SQLSTATE, `"M"`: message, …), if any.
+    func errorField(_ code: Character) -> String? {
+        guard let pointer, let value = PQresultErrorField(pointer, Int32(code.asciiValue!)) else { return nil }
+        return String(cString: value)
+    }
+
+    deinit { PQclear(pointer) }
+}
+
 /// Owns a `PGconn *`: `PQfinish` runs here, once, on close or when the connection is dropped.
 /// Only its connection actor touches it (and the thread that opens it, before handing it over
 /// with `take()`), hence `@unchecked Sendable`.
@@ -464,17 +548,17 @@ final class NativeConnection: @unchecked Sendable {
 }
 
 extension PostgresConfiguration {
-    /// Starts a libpq connection (blocking: never call it on the concurrency pool). The caller
-    /// owns the result, also when its status is not `CONNECTION_OK`, and must `PQfinish` it.
-    func openNativeConnection(applicationName: String) -> OpaquePointer? {
+    /// Starts a libpq connection (blocking: never call it on the concurrency pool). The result
+    /// owns the `PGconn *`, also when its status is not `CONNECTION_OK`.
+    func openNativeConnection() -> NativeConnection {
         let keys = ["connect_timeout", "application_name", "dbname"]
         let values = [String(connectTimeoutSeconds), applicationName, connectionString]
         // Defaults come first so that the URL's own settings, expanded from `dbname`, win.
-        return withCStringArray(keys) { keyPointers in
+        return NativeConnection(withCStringArray(keys) { keyPointers in
             withCStringArray(values) { valuePointers in
                 PQconnectdbParams(keyPointers, valuePointers, 1)
             }
-        }
+        })
     }
 }
 

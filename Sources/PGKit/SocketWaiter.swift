@@ -43,14 +43,36 @@ final class SocketWaiter: TaskExecutor, Sendable {
     func wait(for fd: Int32, writable: Bool = false, isolation: isolated (any Actor)? = #isolation) async -> Int32 {
         guard epollFD >= 0 else { return creationError }
         return await withUnsafeContinuation(isolation: isolation) { continuation in
-            let replaced = waiting.withLock { $0.updateValue(continuation, forKey: fd) }
-            precondition(replaced == nil, "two waits on one socket: a connection has one statement in flight")
-            // Stored before arming: the event may fire before this call returns.
-            let failure = orderflow_epoll_arm(epollFD, fd, writable ? 1 : 0)
-            if failure != 0 {
-                waiting.withLock { $0.removeValue(forKey: fd) }?.resume(returning: failure)
-            }
+            register(continuation, for: fd, writable: writable)
         }
+    }
+
+    /// Like `wait(for:)`, for a socket that may stay quiet for good (a LISTEN connection):
+    /// also returns, with `ECANCELED`, as soon as the calling task is cancelled.
+    func waitUntilReadableOrCancelled(_ fd: Int32, isolation: isolated (any Actor)? = #isolation) async -> Int32 {
+        guard epollFD >= 0 else { return creationError }
+        return await withTaskCancellationHandler {
+            await withUnsafeContinuation(isolation: isolation) { continuation in
+                register(continuation, for: fd, writable: false)
+                // Cancelled before the registration: the handler found nobody to resume.
+                if Task.isCancelled { resumeWaiter(of: fd, with: ECANCELED) }
+            }
+        } onCancel: {
+            resumeWaiter(of: fd, with: ECANCELED)
+        }
+    }
+
+    private func register(_ continuation: UnsafeContinuation<Int32, Never>, for fd: Int32, writable: Bool) {
+        let replaced = waiting.withLock { $0.updateValue(continuation, forKey: fd) }
+        precondition(replaced == nil, "two waits on one socket: a connection has one statement in flight")
+        // Stored before arming: the event may fire before this call returns.
+        let failure = orderflow_epoll_arm(epollFD, fd, writable ? 1 : 0)
+        if failure != 0 { resumeWaiter(of: fd, with: failure) }
+    }
+
+    /// Whoever takes the continuation out of `waiting` resumes it: exactly once.
+    private func resumeWaiter(of fd: Int32, with result: Int32) {
+        waiting.withLock { $0.removeValue(forKey: fd) }?.resume(returning: result)
     }
 
     func enqueue(_ job: consuming ExecutorJob) {
@@ -89,7 +111,7 @@ final class SocketWaiter: TaskExecutor, Sendable {
                 if fd == doorbellFD {
                     orderflow_doorbell_reset(fd)
                 } else {
-                    waiting.withLock { $0.removeValue(forKey: fd) }?.resume(returning: 0)
+                    resumeWaiter(of: fd, with: 0)
                 }
             }
         }

@@ -1,5 +1,6 @@
 import CLibPQ
 import Foundation
+import Synchronization
 
 /// Runs blocking `work` on a new thread and returns its result without blocking the caller's.
 func onThreadOfItsOwn<T: Sendable>(named name: String, _ work: @escaping @Sendable () -> T) async -> T {
@@ -10,6 +11,48 @@ func onThreadOfItsOwn<T: Sendable>(named name: String, _ work: @escaping @Sendab
         }
         thread.stackSize = 512 << 10
         thread.start()
+    }
+}
+
+/// Like `onThreadOfItsOwn`, but returns nil as soon as the calling task is cancelled; the
+/// thread then finishes on its own and drops its result (a `NativeConnection` closes itself).
+func onThreadOfItsOwnUnlessCancelled<T: Sendable>(named name: String, _ work: @escaping @Sendable () -> T) async -> T? {
+    let handoff = Handoff<T>()
+    return await withTaskCancellationHandler {
+        await withCheckedContinuation { continuation in
+            guard handoff.wait(continuation) else { return }
+            let thread = Thread {
+                nameCurrentThread(name)
+                handoff.deliver(work())
+            }
+            thread.stackSize = 512 << 10
+            thread.start()
+        }
+    } onCancel: {
+        handoff.deliver(nil)
+    }
+}
+
+/// One result, from a thread or from cancellation, whichever comes first; the second is dropped.
+private final class Handoff<T: Sendable>: Sendable {
+    private let state = Mutex<(continuation: CheckedContinuation<T?, Never>?, delivered: Bool)>((nil, false))
+
+    /// Stores the continuation; false (and resumed with nil) when cancellation came first.
+    func wait(_ continuation: CheckedContinuation<T?, Never>) -> Bool {
+        let cancelled = state.withLock { state in
+            if !state.delivered { state.continuation = continuation }
+            return state.delivered
+        }
+        if cancelled { continuation.resume(returning: nil) }
+        return !cancelled
+    }
+
+    func deliver(_ value: T?) {
+        let continuation = state.withLock { state in
+            defer { state = (nil, true) }
+            return state.continuation
+        }
+        continuation?.resume(returning: value)
     }
 }
 

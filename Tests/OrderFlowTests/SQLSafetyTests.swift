@@ -10,6 +10,7 @@ struct SQLSafetyTests {
     /// Each reviewed use: the file and why its text is not input.
     static let reviewedUnsafeSQL: [String: String] = [
         "Sources/PGKit/Migrator.swift": "migration files shipped with OrderFlow",
+        "Sources/PGKit/PostgresListener.swift": "LISTEN takes no parameters: channel names quoted by libpq (PQescapeIdentifier)",
         "Sources/PostgresTesting/TestDatabase.swift": "CREATE DATABASE with a name generated from a UUID",
         "Sources/orderflow-bench/BenchDatabase.swift": "CREATE DATABASE with a name generated from the clock",
     ]

@@ -33,6 +33,22 @@ struct MigratorTests {
         #expect(status.allSatisfy { $0.appliedAt != nil })
     }
 
+    @Test func appliedVersionIsZeroBeforeTheFirstMigrationThenTheNewest() async throws {
+        let configuration = try await TestDatabase.fresh()
+        let pool = PostgresPool(.init(connection: configuration, maximumConnections: 1))
+        #expect(try await Migrator.appliedVersion(on: pool) == 0, "no schema_migrations table yet")
+        _ = try await Migrator(migrations: [Self.migrations[0]]).migrate(configuration)
+        #expect(try await Migrator.appliedVersion(on: pool) == 1)
+        _ = try await Migrator(migrations: Self.migrations).migrate(configuration)
+        #expect(try await Migrator.appliedVersion(on: pool) == 2)
+        // The table exists but holds nothing (created by hand, say): still 0.
+        try await pool.query(PostgresQuery("DELETE FROM schema_migrations"))
+        #expect(try await Migrator.appliedVersion(on: pool) == 0)
+        await pool.close()
+        // A database that cannot be read is an error, not "no schema".
+        await #expect(throws: PostgresError.self) { try await Migrator.appliedVersion(on: pool) }
+    }
+
     @Test func concurrentMigratesLeaveOneSchema() async throws {
         let configuration = try await TestDatabase.fresh()
         let reports = try await withThrowingTaskGroup(of: Migrator.Report.self) { group in
