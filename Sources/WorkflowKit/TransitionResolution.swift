@@ -31,6 +31,15 @@ enum TransitionResolver {
 }
 
 extension Workflow {
+    /// Whether `name` is, or is a prefix of, some state or event of the workflow, read as
+    /// ``resolveTransition(from:target:)`` reads names (case-insensitive, `-` and spaces as `_`,
+    /// surrounding spaces ignored): tells "no such name" from "not allowed from here".
+    public func knows(_ name: String) -> Bool {
+        let wanted = TransitionResolver.normalize(name.trimmingWhitespace(newlines: false))
+        let names = states.map(\.name) + transitions.compactMap(\.event)
+        return names.contains { TransitionResolver.normalize($0).hasPrefix(wanted) }
+    }
+
     /// Finds the transition a caller asks for from `current`: `target` is a state name or an event
     /// name, case-insensitive, and may be a unique prefix (`out` for `out_for_delivery`). An exact
     /// name wins over prefixes. Errors name the current state and what is allowed from it.

@@ -17,34 +17,34 @@ struct WorkerMergeTests {
     static let t0 = Date(timeIntervalSince1970: 1_800_000_000)
 
     /// An order taken through `steps` (target state and input), one second apart.
-    static func order(_ steps: [(String, JSONValue)], device: DispatchActivity, commands: [DispatchCommand]? = nil) throws -> DispatchOrder {
-        var transitions: [DispatchTransition] = []
+    static func order(_ steps: [(String, JSONValue)], device: OutboxActivity, commands: [OutboxCommand]? = nil) throws -> OutboxOrder {
+        var transitions: [OutboxTransition] = []
         var content: JSONValue? = nil
         var state = workflow.initialState
         let first = StoredRendering(try workflow.render(state: state, attributes: attributes, at: t0))
-        transitions.append(DispatchTransition(seq: 1, occurredAt: t0.timeIntervalSince1970, rendered: first))
+        transitions.append(OutboxTransition(seq: 1, occurredAt: t0.timeIntervalSince1970, rendered: first))
         content = first.content
         for (index, (target, input)) in steps.enumerated() {
             let time = t0.addingTimeInterval(Double(index + 1) * 0.2)
             let transition = try #require(workflow.transition(from: state, to: target))
             let rendered = StoredRendering(try workflow.render(
                 transition: transition, attributes: attributes, input: input, previous: content, at: time))
-            transitions.append(DispatchTransition(seq: index + 2, occurredAt: time.timeIntervalSince1970, rendered: rendered))
+            transitions.append(OutboxTransition(seq: index + 2, occurredAt: time.timeIntervalSince1970, rendered: rendered))
             content = rendered.content
             state = target
         }
-        return DispatchOrder(
+        return OutboxOrder(
             merchantID: "default", orderID: "1042", workflowName: "food-order", workflowVersion: 1, state: state,
             seq: transitions.count, attributes: attributes, startInput: [:],
-            commands: commands ?? [DispatchCommand(id: 1, seq: transitions.count, kind: .update)],
+            commands: commands ?? [OutboxCommand(id: 1, seq: transitions.count, kind: .update)],
             activities: [device], transitions: transitions)
     }
 
     static func activity(status: String? = "active", token: String? = "aa11bb22cc33dd44ee55", lastSeq: Int = 1,
                          lastTimestamp: Int = 0, lastPushedAt: Double? = nil, startedAt: Double? = nil,
-                         failures: Int = 0, pushToStart: [String: String]? = nil, alertToken: String? = nil) -> DispatchActivity
+                         failures: Int = 0, pushToStart: [String: String]? = nil, alertToken: String? = nil) -> OutboxActivity
     {
-        DispatchActivity(
+        OutboxActivity(
             device: "phone", followedAt: t0.timeIntervalSince1970, status: status, updateToken: token,
             tokenUpdatedAt: t0.timeIntervalSince1970 - 60, startedAt: startedAt ?? t0.timeIntervalSince1970,
             lastSeq: lastSeq, lastAlertSeq: lastSeq, lastTimestamp: lastTimestamp, lastPushedAt: lastPushedAt,

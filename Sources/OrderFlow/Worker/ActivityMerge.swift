@@ -22,7 +22,7 @@ struct ActivityMerge {
     /// Epoch seconds.
     let now: Double
 
-    func plan(order: DispatchOrder, workflow: Workflow, activity: DispatchActivity) -> ActivityPlan {
+    func plan(order: OutboxOrder, workflow: Workflow, activity: OutboxActivity) -> ActivityPlan {
         var state = ActivityState(activity)
         var plan = ActivityPlan(
             merchantID: order.merchantID, orderID: order.orderID, device: activity.device,
@@ -111,27 +111,27 @@ struct ActivityMerge {
     // MARK: Pushes
 
     /// The transitions the activity has not been sent, oldest first.
-    private func unseen(_ order: DispatchOrder, after seq: Int) -> ArraySlice<DispatchTransition> {
+    private func unseen(_ order: OutboxOrder, after seq: Int) -> ArraySlice<OutboxTransition> {
         let start = order.transitions.firstIndex { $0.seq > seq } ?? order.transitions.endIndex
         return order.transitions[start...]
     }
 
     /// The newest alert among `transitions` (with the transition's seq).
-    private func newestAlert(in transitions: some BidirectionalCollection<DispatchTransition>) -> (ActivityAlert, Int)? {
+    private func newestAlert(in transitions: some BidirectionalCollection<OutboxTransition>) -> (ActivityAlert, Int)? {
         for transition in transitions.reversed() {
             if let alert = transition.rendered.alert { return (alert, transition.seq) }
         }
         return nil
     }
 
-    private func timestamp(for newest: DispatchTransition, after last: Int) -> Int {
+    private func timestamp(for newest: OutboxTransition, after last: Int) -> Int {
         max(newest.rendered.timestamp, last + 1)
     }
 
     /// One update (or end) carrying the newest state, the newest unseen alert and the highest
     /// unseen priority.
-    private func update(order: DispatchOrder, newest: DispatchTransition, state: ActivityState, token: String,
-                        activity: DispatchActivity) -> PlannedPush
+    private func update(order: OutboxOrder, newest: OutboxTransition, state: ActivityState, token: String,
+                        activity: OutboxActivity) -> PlannedPush
     {
         let window = unseen(order, after: state.lastSeq)
         // The first push to an activity the app started itself catches it up: the alerts of
@@ -160,7 +160,7 @@ struct ActivityMerge {
 
     /// A push-to-start showing the order's current state; nil when no alert can be given (a
     /// start without an alert silently fails on the device).
-    private func start(order: DispatchOrder, workflow: Workflow, newest: DispatchTransition, state: ActivityState,
+    private func start(order: OutboxOrder, workflow: Workflow, newest: OutboxTransition, state: ActivityState,
                        token: String) -> PlannedPush?
     {
         let rendered = try? workflow.renderStart(
@@ -187,7 +187,7 @@ struct ActivityMerge {
     }
 
     /// At the 8-hour limit: end the activity, and with `restart` start a new one by push.
-    private func timeLimitPushes(order: DispatchOrder, workflow: Workflow, newest: DispatchTransition,
+    private func timeLimitPushes(order: OutboxOrder, workflow: Workflow, newest: OutboxTransition,
                                  state: ActivityState, updateToken: String, pushToStartToken: String?) -> [PlannedPush]
     {
         let restart = workflow.lifecycle.onTimeLimit == .restart
@@ -215,7 +215,7 @@ struct ActivityMerge {
     }
 
     /// The newest alert the device has not been sent, as an ordinary notification.
-    private func alertPush(order: DispatchOrder, state: ActivityState, token: String) -> PlannedPush? {
+    private func alertPush(order: OutboxOrder, state: ActivityState, token: String) -> PlannedPush? {
         let window = unseen(order, after: state.lastAlertSeq)
         guard let (alert, alertSeq) = newestAlert(in: window), let newest = order.newest else { return nil }
         return PlannedPush(

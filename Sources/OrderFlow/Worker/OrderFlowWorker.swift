@@ -15,7 +15,7 @@ import WorkflowKit
 /// a worker that dies leaves its leases to expire for the others.
 ///
 /// Wake-ups come from the engine in the same process (``WakeSignal``), from
-/// `LISTEN orderflow_wake` (a ``PostgresListener``, for engines elsewhere) and from adaptive
+/// `LISTEN orderflow_wake` (a `PostgresListener`, for engines elsewhere) and from adaptive
 /// polling (5 ms right after work, backing off to 250 ms when idle), so a commit reaches
 /// APNs within milliseconds without a NOTIFY inside any transaction.
 ///
@@ -26,7 +26,7 @@ import WorkflowKit
 public final class OrderFlowWorker: Service, Sendable {
     public let configuration: WorkerConfiguration
     private let pool: PostgresPool
-    private let store: DispatchStore
+    private let store: OutboxStore
     private let sender: any PushSender
     private let wakeSignal: WakeSignal?
     private let listener: PostgresListener?
@@ -45,14 +45,15 @@ public final class OrderFlowWorker: Service, Sendable {
     }
 
     /// - Parameters:
+    ///   - configuration: how to claim and pace, and whose orders.
     ///   - pool: connections for claiming and recording (a few per worker suffice).
-    ///   - sender: an ``APNSClient`` (or a stand-in).
+    ///   - sender: an `APNSClient` (or a stand-in).
     ///   - wakeSignal: the engine's signal when the engine runs in this process
     ///     (`engine.wakeSignal`): commits wake the worker at once.
     ///   - listener: a listener on ``OrderFlowEngine/wakeChannel`` for engines in other
     ///     processes; run it in the same `ServiceGroup`. The worker consumes its events.
     ///   - logger: metadata keys start with `orderflow.`; tokens appear as `…` and their last 8 characters
-    ///     (``APNSTokenRedaction``), under `apns.token` as in the APNs client's records.
+    ///     (`APNSTokenRedaction`), under `apns.token` as in the APNs client's records.
     ///   - metricsFactory: where metrics go; by default the process's `MetricsSystem`.
     public init(
         configuration: WorkerConfiguration,
@@ -65,7 +66,7 @@ public final class OrderFlowWorker: Service, Sendable {
     ) {
         self.configuration = configuration
         self.pool = pool
-        self.store = DispatchStore(pool: pool)
+        self.store = OutboxStore(pool: pool)
         self.sender = sender
         self.wakeSignal = wakeSignal
         self.listener = listener
@@ -150,7 +151,7 @@ public final class OrderFlowWorker: Service, Sendable {
                 continue
             }
             let ticket = doorbell.ticket
-            let claimed: [DispatchStore.OrderKey]
+            let claimed: [OutboxStore.OrderKey]
             do {
                 claimed = try await store.claim(
                     workerID: configuration.workerID, limit: configuration.batchSize, lease: configuration.lease,
@@ -193,8 +194,8 @@ public final class OrderFlowWorker: Service, Sendable {
 
     /// Loads, merges, sends and records one claimed batch. Errors are logged; leases of orders
     /// that could not be finished are given back (or, when the task is cancelled, left to expire).
-    private func dispatch(_ keys: [DispatchStore.OrderKey]) async {
-        let orders: [DispatchOrder]
+    private func dispatch(_ keys: [OutboxStore.OrderKey]) async {
+        let orders: [OutboxOrder]
         do {
             orders = try await store.load(keys, maximumTransitions: configuration.maximumTransitionsMerged)
         } catch {
@@ -206,8 +207,8 @@ public final class OrderFlowWorker: Service, Sendable {
         // Merge: what each activity is sent.
         let merge = ActivityMerge(configuration: configuration, now: now())
         var plans: [ActivityPlan] = []
-        var planned: [(order: DispatchOrder, plans: Range<Int>)] = []
-        var stuck: [DispatchStore.OrderKey] = []
+        var planned: [(order: OutboxOrder, plans: Range<Int>)] = []
+        var stuck: [OutboxStore.OrderKey] = []
         for order in orders {
             guard let workflow = await workflow(for: order) else {
                 // Keep the lease: the order is looked at again when it expires, not in a hot loop.
@@ -220,37 +221,37 @@ public final class OrderFlowWorker: Service, Sendable {
             }
             planned.append((order, first..<plans.count))
         }
-        let loaded = Set(orders.map { DispatchStore.OrderKey(merchantID: $0.merchantID, orderID: $0.orderID) })
+        let loaded = Set(orders.map { OutboxStore.OrderKey(merchantID: $0.merchantID, orderID: $0.orderID) })
         let vanished = keys.filter { !loaded.contains($0) }
 
         let attempts = await send(plans)
         if Task.isCancelled { return }  // as after a crash: the leases expire, the orders are sent again
 
-        var completion = DispatchStore.Completion()
+        var completion = OutboxStore.Completion()
         var earliestDeferral = Double.infinity
         for (order, range) in planned {
             var unfinished = false
-            var deferrals: [DispatchStore.Deferral] = []
+            var deferrals: [OutboxStore.Deferral] = []
             for index in range {
                 let outcome = ActivityOutcome(plan: plans[index], attempts: attempts[index], configuration: configuration)
                 record(outcome, into: &completion)
                 unfinished = unfinished || outcome.unfinished
                 if let revisit = outcome.revisitAt {
-                    deferrals.append(.init(merchantId: order.merchantID, orderId: order.orderID,
-                                           deviceId: outcome.plan.device, seq: order.seq, availableAt: revisit))
+                    deferrals.append(.init(merchantID: order.merchantID, orderID: order.orderID,
+                                           deviceID: outcome.plan.device, seq: order.seq, availableAt: revisit))
                     earliestDeferral = min(earliestDeferral, revisit)
                 }
             }
             if !unfinished {
                 // Every command read is handled; deferred activities get a wake-up of their own.
                 completion.handledCommands += order.commands.map {
-                    .init(merchantId: order.merchantID, orderId: order.orderID, id: $0.id)
+                    .init(merchantID: order.merchantID, orderID: order.orderID, id: $0.id)
                 }
                 completion.deferrals += deferrals
             }
-            completion.released.append(.init(merchantId: order.merchantID, orderId: order.orderID))
+            completion.released.append(.init(merchantID: order.merchantID, orderID: order.orderID))
         }
-        completion.released += vanished.map { .init(merchantId: $0.merchantID, orderId: $0.orderID) }
+        completion.released += vanished.map { .init(merchantID: $0.merchantID, orderID: $0.orderID) }
 
         do {
             try await store.complete(workerID: configuration.workerID, completion)
@@ -270,13 +271,13 @@ public final class OrderFlowWorker: Service, Sendable {
         }
     }
 
-    private func record(_ outcome: ActivityOutcome, into completion: inout DispatchStore.Completion) {
+    private func record(_ outcome: ActivityOutcome, into completion: inout OutboxStore.Completion) {
         let plan = outcome.plan
         completion.deliveries += outcome.deliveries
         if outcome.state != plan.original || !plan.exists {
             let state = outcome.state
             completion.activities.append(.init(
-                merchantId: plan.merchantID, orderId: plan.orderID, deviceId: plan.device, rowExists: plan.exists,
+                merchantID: plan.merchantID, orderID: plan.orderID, deviceID: plan.device, rowExists: plan.exists,
                 seenToken: state.seenUpdateToken, clearToken: state.clearUpdateToken, status: state.status.rawValue,
                 startedAt: state.startedAt, endedAt: state.endedAt, lastSeq: state.lastSeq,
                 lastAlertSeq: state.lastAlertSeq, lastTimestamp: state.lastTimestamp, lastPushedAt: state.lastPushedAt,
@@ -284,10 +285,10 @@ public final class OrderFlowWorker: Service, Sendable {
         }
         if let token = outcome.deadPushToStartToken {
             completion.deadPushToStartTokens.append(.init(
-                merchantId: plan.merchantID, deviceId: plan.device, attributesType: plan.attributesType, token: token))
+                merchantID: plan.merchantID, deviceID: plan.device, attributesType: plan.attributesType, token: token))
         }
         if let token = outcome.deadAlertToken {
-            completion.deadAlertTokens.append(.init(merchantId: plan.merchantID, deviceId: plan.device, token: token))
+            completion.deadAlertTokens.append(.init(merchantID: plan.merchantID, deviceID: plan.device, token: token))
         }
         for delivery in outcome.deliveries {
             // Built only when a record is logged (the metadata argument is an autoclosure): a
@@ -444,7 +445,7 @@ public final class OrderFlowWorker: Service, Sendable {
     // MARK: Workflows
 
     /// The order's pinned workflow version (cached per merchant; versions never change).
-    private func workflow(for order: DispatchOrder) async -> Workflow? {
+    private func workflow(for order: OutboxOrder) async -> Workflow? {
         let catalog = catalogs.withLock { catalogs in
             if let catalog = catalogs[order.merchantID] { return catalog }
             let catalog = WorkflowCatalog(pool: pool, merchantID: order.merchantID)

@@ -2,14 +2,6 @@ import APNS
 import Foundation
 import WorkflowKit
 
-/// Sends notifications: ``APNSClient`` in production, anything that answers like APNs in tests.
-public protocol PushSender: Sendable {
-    /// Sends one notification; throws an ``APNSSendFailure`` when APNs refuses it or cannot be reached.
-    func send(_ request: APNSRequest) async throws -> APNSSendResult
-}
-
-extension APNSClient: PushSender {}
-
 /// What became of one planned push.
 enum PushAttempt: Sendable, Hashable {
     /// APNs accepted it.
@@ -22,9 +14,9 @@ enum PushAttempt: Sendable, Hashable {
 
 /// A `deliveries` row (encoded with snake-case keys for `jsonb_to_recordset`).
 struct DeliveryRow: Sendable, Hashable, Encodable {
-    var merchantId: String
-    var orderId: String
-    var deviceId: String
+    var merchantID: String
+    var orderID: String
+    var deviceID: String
     var seq: Int
     var merged: Int
     var event: String
@@ -162,7 +154,7 @@ struct ActivityOutcome: Sendable, Hashable {
                                  at time: Double)
     {
         deliveries.append(DeliveryRow(
-            merchantId: plan.merchantID, orderId: plan.orderID, deviceId: plan.device, seq: push.seq,
+            merchantID: plan.merchantID, orderID: plan.orderID, deviceID: plan.device, seq: push.seq,
             merged: push.merged, event: push.event.rawValue, tokenKind: push.tokenKind.rawValue,
             tokenSuffix: APNSTokenRedaction.visibleSuffix(push.token), priority: push.priority,
             apsTimestamp: push.event == .alert ? nil : push.apsTimestamp, alertTitle: push.alertTitle,

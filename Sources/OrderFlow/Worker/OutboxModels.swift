@@ -3,7 +3,7 @@ import WorkflowKit
 
 /// One claimed order as the worker read it: the order, its pending commands, its followers'
 /// activities and the transitions they have not been sent, all from one snapshot.
-struct DispatchOrder: Sendable {
+struct OutboxOrder: Sendable {
     var merchantID: String
     var orderID: String
     var workflowName: String
@@ -14,17 +14,17 @@ struct DispatchOrder: Sendable {
     var attributes: JSONValue
     /// The creation's input (`lifecycle.start-input`), for the start alert's templates.
     var startInput: JSONValue
-    var commands: [DispatchCommand]
-    var activities: [DispatchActivity]
+    var commands: [OutboxCommand]
+    var activities: [OutboxActivity]
     /// Ascending by `seq`; always includes the order's newest transition.
-    var transitions: [DispatchTransition]
+    var transitions: [OutboxTransition]
 
     /// The rendering of the order's current state.
-    var newest: DispatchTransition? { transitions.last { $0.seq == seq } }
+    var newest: OutboxTransition? { transitions.last { $0.seq == seq } }
 }
 
 /// A pending `activity_commands` row.
-struct DispatchCommand: Sendable, Hashable, Decodable {
+struct OutboxCommand: Sendable, Hashable, Decodable {
     enum Kind: String, Sendable, Decodable {
         case start, update, end, sync, retry
     }
@@ -37,7 +37,7 @@ struct DispatchCommand: Sendable, Hashable, Decodable {
 }
 
 /// A follower of the order and its `activities` row (absent fields: no row yet).
-struct DispatchActivity: Sendable, Hashable, Decodable {
+struct OutboxActivity: Sendable, Hashable, Decodable {
     var device: String
     var followedAt: Double
     /// `activities.status`; nil when the row does not exist yet.
@@ -58,7 +58,7 @@ struct DispatchActivity: Sendable, Hashable, Decodable {
 }
 
 /// A transition the merge may fold into a push.
-struct DispatchTransition: Sendable, Hashable, Decodable {
+struct OutboxTransition: Sendable, Hashable, Decodable {
     var seq: Int
     /// Commit time, epoch seconds with fractions: the base of the end-to-end latency.
     var occurredAt: Double
@@ -86,7 +86,7 @@ struct ActivityState: Sendable, Hashable {
     var nextAttemptAt: Double?
     var failures: Int
 
-    init(_ activity: DispatchActivity) {
+    init(_ activity: OutboxActivity) {
         status = activity.status.flatMap(Status.init(rawValue:)) ?? .waiting
         seenUpdateToken = activity.updateToken
         startedAt = activity.startedAt

@@ -4,7 +4,7 @@ import WorkflowKit
 
 /// The worker's SQL: claim orders, read what they need, write back what was sent. Each method
 /// is one statement (one round trip) for a whole batch of orders.
-struct DispatchStore: Sendable {
+struct OutboxStore: Sendable {
     let pool: PostgresPool
 
     struct OrderKey: Sendable, Hashable {
@@ -57,7 +57,7 @@ struct DispatchStore: Sendable {
     /// Reads the claimed orders with their due commands, followers' activities and tokens, and
     /// the transitions not every follower has seen (at most `maximumTransitions` newest, always
     /// including the current one): one snapshot, so an order and its history agree.
-    func load(_ keys: [OrderKey], maximumTransitions: Int) async throws -> [DispatchOrder] {
+    func load(_ keys: [OrderKey], maximumTransitions: Int) async throws -> [OutboxOrder] {
         guard !keys.isEmpty else { return [] }
         let rows = try await pool.query(PostgresQuery("""
             SELECT o.merchant_id, o.order_id, o.workflow_name, o.workflow_version, o.state, o.seq, o.attributes,
@@ -114,7 +114,7 @@ struct DispatchStore: Sendable {
             """, keys.map(\.merchantID), keys.map(\.orderID), maximumTransitions))
         let decoder = JSONDecoder()
         return try rows.map { row in
-            DispatchOrder(
+            OutboxOrder(
                 merchantID: try row.decode("merchant_id"),
                 orderID: try row.decode("order_id"),
                 workflowName: try row.decode("workflow_name"),
@@ -123,9 +123,9 @@ struct DispatchStore: Sendable {
                 seq: try row.decode("seq"),
                 attributes: try JSONValue(postgres: row.decode("attributes")),
                 startInput: try JSONValue(postgres: row.decode("start_input")),
-                commands: try decoder.decode([DispatchCommand].self, from: Data(row.decode("commands", as: String.self).utf8)),
-                activities: try decoder.decode([DispatchActivity].self, from: Data(row.decode("activities", as: String.self).utf8)),
-                transitions: try decoder.decode([DispatchTransition].self, from: Data(row.decode("transitions", as: String.self).utf8)))
+                commands: try decoder.decode([OutboxCommand].self, from: Data(row.decode("commands", as: String.self).utf8)),
+                activities: try decoder.decode([OutboxActivity].self, from: Data(row.decode("activities", as: String.self).utf8)),
+                transitions: try decoder.decode([OutboxTransition].self, from: Data(row.decode("transitions", as: String.self).utf8)))
         }
     }
 
@@ -146,9 +146,9 @@ struct DispatchStore: Sendable {
     }
 
     struct ActivityRow: Sendable, Hashable, Encodable {
-        var merchantId: String
-        var orderId: String
-        var deviceId: String
+        var merchantID: String
+        var orderID: String
+        var deviceID: String
         var rowExists: Bool
         var seenToken: String?
         var clearToken: Bool
@@ -164,29 +164,29 @@ struct DispatchStore: Sendable {
     }
 
     struct DeadToken: Sendable, Hashable, Encodable {
-        var merchantId: String
-        var deviceId: String
+        var merchantID: String
+        var deviceID: String
         var attributesType: String?
         var token: String
     }
 
     struct CommandRow: Sendable, Hashable, Encodable {
-        var merchantId: String
-        var orderId: String
+        var merchantID: String
+        var orderID: String
         var id: Int64
     }
 
     struct Deferral: Sendable, Hashable, Encodable {
-        var merchantId: String
-        var orderId: String
-        var deviceId: String
+        var merchantID: String
+        var orderID: String
+        var deviceID: String
         var seq: Int
         var availableAt: Double
     }
 
     struct OrderRow: Sendable, Hashable, Encodable {
-        var merchantId: String
-        var orderId: String
+        var merchantID: String
+        var orderID: String
     }
 
     /// Records the attempts, writes the activities back, invalidates dead tokens, deletes the
