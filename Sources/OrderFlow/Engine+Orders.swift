@@ -45,31 +45,13 @@ extension OrderFlowEngine {
                         "order \(Self.shown(request.orderID)) cannot be created: its push-to-start (attributes, start alert and first content together) would be over APNs' \(APNSLimits.maximumPayloadSize)-byte limit; shorten the attribute values")
                 }
             }
-            let created = try await pool.query(PostgresQuery("""
-                WITH new_order AS (
-                    INSERT INTO orders (merchant_id, order_id, workflow_name, workflow_version, state, seq, attributes,
-                                        content, creation_key, created_at, updated_at, state_entered_at)
-                    VALUES ($1, $2, $3, $4, $5, 1, $6::jsonb, $7::jsonb, $8, $9, $9, $9)
-                    ON CONFLICT (merchant_id, order_id) DO NOTHING
-                    RETURNING merchant_id, order_id
-                ), history AS (
-                    INSERT INTO order_transitions (merchant_id, order_id, seq, from_state, to_state, input, rendered,
-                                                   actor, idempotency_key, occurred_at)
-                    SELECT merchant_id, order_id, 1, NULL, $5, $10::jsonb, $11::jsonb, $12, $8, $9 FROM new_order
-                ), command AS (
-                    INSERT INTO activity_commands (merchant_id, order_id, seq, kind)
-                    SELECT merchant_id, order_id, 1, 'start' FROM new_order
-                )
-                SELECT count(*) AS created FROM new_order
-                """, merchantID, request.orderID, request.workflow, version, workflow.initialState,
-                attributes.postgresJSON, rendering.content.postgresJSON, request.idempotencyKey, now,
-                input.postgresJSON, rendering.json.postgresJSON, request.actor)
-            ).single().decode("created", as: Int.self)
-            if created == 0 {
+            let created = try await orderStore.insertOrder(
+                orderID: request.orderID, workflow: request.workflow, version: version, state: workflow.initialState,
+                attributes: attributes.postgresJSON, content: rendering.content.postgresJSON, creationKey: request.idempotencyKey,
+                at: now, input: input.postgresJSON, rendered: rendering.json.postgresJSON, actor: request.actor)
+            if !created {
                 let snapshot = try await orderSnapshot(request.orderID)
-                let key = try await pool.query(PostgresQuery(
-                    "SELECT creation_key FROM orders WHERE merchant_id = $1 AND order_id = $2", merchantID, request.orderID)
-                ).single().decode("creation_key", as: String?.self)
+                let key = try await orderStore.creationKey(orderID: request.orderID)
                 guard let given = request.idempotencyKey, key == given else {
                     throw OrderFlowError(
                         .alreadyExists,
@@ -178,21 +160,14 @@ extension OrderFlowEngine {
                 // The cache was stale, or another caller won a race: read and decide again, but
                 // report a conflict if the order changed after this call began.
                 orderCache.forget(orderID)
-                let updatedAt = try await connection.query(PostgresQuery(
-                    "SELECT updated_at FROM orders WHERE merchant_id = $1 AND order_id = $2", merchantID, orderID)
-                ).first?.decode("updated_at", as: Date.self)
+                let updatedAt = try await orderStore.updatedAt(connection, orderID: orderID)
                 if let updatedAt, updatedAt >= started { return outcome }
             } catch is OrderFlowError {
                 // Refused on what may be stale knowledge: decide again from the database.
                 orderCache.forget(orderID)
             }
         }
-        let current = try await connection.query(PostgresQuery("""
-            SELECT o.workflow_name, o.workflow_version, o.state, o.seq, o.attributes, o.content, o.created_at,
-                   (SELECT t.seq FROM order_transitions t
-                     WHERE t.merchant_id = o.merchant_id AND t.order_id = o.order_id AND t.idempotency_key = $3) AS replay_seq
-            FROM orders o WHERE o.merchant_id = $1 AND o.order_id = $2
-            """, merchantID, orderID, idempotencyKey)).first
+        let current = try await orderStore.orderForAdvance(connection, orderID: orderID, idempotencyKey: idempotencyKey)
         guard let current else { throw Self.orderNotFound(orderID) }
         if let replaySeq = try current.decode("replay_seq", as: Int?.self) { return .replay(seq: replaySeq) }
         var known = OrderCache.Entry(
@@ -241,31 +216,18 @@ extension OrderFlowEngine {
         let content = PostgresJSONText(rendering.content)
         var known = known
         try checkPushToStartFits(orderID: orderID, workflow: workflow, state: transition.to, known: &known, content: content, at: now)
-        let written: PostgresRows
+        let written: Int?
         do throws(PostgresError) {
-            written = try await connection.query(PostgresQuery("""
-                WITH moved AS (
-                    UPDATE orders SET state = $3, seq = seq + 1, content = $4::jsonb, updated_at = $5, state_entered_at = $5
-                    WHERE merchant_id = $1 AND order_id = $2 AND seq = $6
-                    RETURNING merchant_id, order_id, seq
-                ), history AS (
-                    INSERT INTO order_transitions (merchant_id, order_id, seq, from_state, to_state, event, input,
-                                                   rendered, actor, idempotency_key, occurred_at)
-                    SELECT merchant_id, order_id, seq, $7, $3, $8, $9::jsonb, $10::jsonb, $11, $12, $5 FROM moved
-                ), command AS (
-                    INSERT INTO activity_commands (merchant_id, order_id, seq, kind)
-                    SELECT merchant_id, order_id, seq, $13 FROM moved
-                )
-                SELECT seq FROM moved
-                """, merchantID, orderID, transition.to, PostgresJSON(content.text), now, known.seq, state,
-                transition.event, validInput.postgresJSON, rendering.json.postgresJSON, actor,
-                idempotencyKey, rendering.isEnd ? "end" : "update"))
+            written = try await orderStore.writeTransition(
+                connection, orderID: orderID, from: state, expectedSeq: known.seq, to: transition.to, event: transition.event,
+                content: PostgresJSON(content.text), input: validInput.postgresJSON, rendered: rendering.json.postgresJSON,
+                actor: actor, idempotencyKey: idempotencyKey, commandKind: rendering.isEnd ? "end" : "update", at: now)
         } catch {
             // The same key committed concurrently: answer with that first result.
             if error.isUniqueViolation, let idempotencyKey { return .replayKey(idempotencyKey) }
             throw error
         }
-        guard let newSeq = try written.first?.decode("seq", as: Int.self) else { return .changedMeanwhile(assumedState: state) }
+        guard let newSeq = written else { return .changedMeanwhile(assumedState: state) }
         var moved = known
         moved.state = transition.to
         moved.seq = newSeq
@@ -302,16 +264,10 @@ extension OrderFlowEngine {
             let workflow = try await workflows.workflow(named: name, version: version)
             for timer in workflow.timers {
                 guard case .transition(let target) = timer.action else { continue }
-                let due = now.addingTimeInterval(-TimeInterval(timer.after.seconds))
-                let rows = try await pool.query(PostgresQuery("""
-                    SELECT order_id, seq FROM orders
-                    WHERE merchant_id = $1 AND workflow_name = $2 AND workflow_version = $3 AND state = $4
-                      AND state_entered_at <= $5
-                    ORDER BY state_entered_at LIMIT $6
-                    """, merchantID, name, version, timer.state, due, limit))
-                for row in rows {
-                    let orderID: String = try row.decode("order_id")
-                    let seq: Int = try row.decode("seq")
+                let dueBefore = now.addingTimeInterval(-TimeInterval(timer.after.seconds))
+                let due = try await orderStore.ordersDueForTimer(
+                    workflow: name, version: version, state: timer.state, dueBefore: dueBefore, limit: limit)
+                for (orderID, seq) in due {
                     do {
                         let result = try await advance(
                             orderID, to: target, idempotencyKey: "timer:\(timer.state):\(seq)",
@@ -340,10 +296,7 @@ extension OrderFlowEngine {
     // MARK: Helpers
 
     func orderSnapshot(_ orderID: String, workflow: Workflow? = nil) async throws -> OrderSnapshot {
-        let row = try await pool.query(PostgresQuery("""
-            SELECT order_id, workflow_name, workflow_version, state, seq, attributes, content, created_at, updated_at, state_entered_at
-            FROM orders WHERE merchant_id = $1 AND order_id = $2
-            """, merchantID, orderID)).first
+        let row = try await orderStore.snapshotRow(orderID: orderID)
         guard let row else { throw Self.orderNotFound(orderID) }
         let resolved: Workflow
         if let workflow {
@@ -358,11 +311,7 @@ extension OrderFlowEngine {
     /// name for one change: used again for another (another target, or the order's creation),
     /// it is refused rather than answered with a result that is not what was asked.
     private func replay(_ orderID: String, seq: Int, target: String) async throws -> AdvanceResult {
-        let row = try await pool.query(PostgresQuery("""
-            SELECT seq, from_state, to_state, event, input, rendered, actor, idempotency_key, occurred_at
-            FROM order_transitions WHERE merchant_id = $1 AND order_id = $2 AND seq = $3
-            """, merchantID, orderID, seq)).single()
-        let record = try TransitionRecord(row: row)
+        let record = try await orderStore.transition(orderID: orderID, seq: seq)
         let order = try await orderSnapshot(orderID)
         let workflow = try await workflows.workflow(named: order.workflow, version: order.workflowVersion)
         let sameRequest = record.from.flatMap { from in
@@ -379,9 +328,7 @@ extension OrderFlowEngine {
     }
 
     private func replayByKey(_ orderID: String, key: String, target: String) async throws -> AdvanceResult {
-        let seq = try await pool.query(PostgresQuery(
-            "SELECT seq FROM order_transitions WHERE merchant_id = $1 AND order_id = $2 AND idempotency_key = $3",
-            merchantID, orderID, key)).single().decode("seq", as: Int.self)
+        let seq = try await orderStore.transitionSeq(orderID: orderID, idempotencyKey: key)
         return try await replay(orderID, seq: seq, target: target)
     }
 

@@ -67,6 +67,10 @@ public final class OrderFlowEngine: Sendable {
     public let wakeSignal: WakeSignal
     let orderCache: OrderCache
     let logger: Logger
+    /// The SQL of orders, transitions and push records.
+    var orderStore: OrderStore { OrderStore(pool: pool, merchantID: configuration.merchantID) }
+    /// The SQL of devices, tokens and followers.
+    var deviceStore: DeviceStore { DeviceStore(pool: pool, merchantID: configuration.merchantID) }
     /// False for an engine made by ``forMerchant(_:)``: the pool is the original's to close.
     private let ownsPool: Bool
     /// The engines ``forMerchant(_:)`` made, kept so that their workflow caches last.

@@ -531,7 +531,7 @@ struct DatabaseCommandTests {
         #expect((try json.json() as? [Any])?.isEmpty == true)
         let retry = try await cli.run("deliveries", "retry", "999")
         expectStatus(retry, 66)
-        expectOneLineError(retry, containing: ["delivery 999"])
+        expectOneLineError(retry, containing: ["delivery 999 does not exist"])
     }
 
     @Test("recorded pushes show under their transition; a dead letter is listed and retried")

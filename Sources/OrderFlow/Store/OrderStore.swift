@@ -1,0 +1,235 @@
+import Foundation
+import PGKit
+import WorkflowKit
+
+/// The SQL of orders, their transitions and their push records: every statement the engine
+/// runs for creating, advancing, reading and retrying, one function each. The advance's own
+/// statements take the connection the advance is isolated to, so that they add no hop.
+struct OrderStore: Sendable {
+    let pool: PostgresPool
+    let merchantID: String
+
+    // MARK: Create
+
+    /// Inserts the order, its first transition and its `start` command in one statement;
+    /// returns false when an order with this id exists (nothing is written then).
+    func insertOrder(
+        orderID: String, workflow: String, version: Int, state: String, attributes: PostgresJSON, content: PostgresJSON,
+        creationKey: String?, at time: Date, input: PostgresJSON, rendered: PostgresJSON, actor: String?
+    ) async throws -> Bool {
+        try await pool.query(PostgresQuery("""
+            WITH new_order AS (
+                INSERT INTO orders (merchant_id, order_id, workflow_name, workflow_version, state, seq, attributes,
+                                    content, creation_key, created_at, updated_at, state_entered_at)
+                VALUES ($1, $2, $3, $4, $5, 1, $6::jsonb, $7::jsonb, $8, $9, $9, $9)
+                ON CONFLICT (merchant_id, order_id) DO NOTHING
+                RETURNING merchant_id, order_id
+            ), history AS (
+                INSERT INTO order_transitions (merchant_id, order_id, seq, from_state, to_state, input, rendered,
+                                               actor, idempotency_key, occurred_at)
+                SELECT merchant_id, order_id, 1, NULL, $5, $10::jsonb, $11::jsonb, $12, $8, $9 FROM new_order
+            ), command AS (
+                INSERT INTO activity_commands (merchant_id, order_id, seq, kind)
+                SELECT merchant_id, order_id, 1, 'start' FROM new_order
+            )
+            SELECT count(*) AS created FROM new_order
+            """, merchantID, orderID, workflow, version, state, attributes, content, creationKey, time, input, rendered, actor)
+        ).single().decode("created", as: Int.self) > 0
+    }
+
+    /// The idempotency key the order was created with.
+    func creationKey(orderID: String) async throws -> String? {
+        try await pool.query(PostgresQuery(
+            "SELECT creation_key FROM orders WHERE merchant_id = $1 AND order_id = $2", merchantID, orderID)
+        ).single().decode("creation_key", as: String?.self)
+    }
+
+    // MARK: Advance (on the advance's connection)
+
+    /// The order as an advance needs it, and the step an earlier use of `idempotencyKey`
+    /// wrote (`replay_seq`), in one round trip; nil when the order does not exist.
+    func orderForAdvance(
+        _ connection: isolated PostgresConnection, orderID: String, idempotencyKey: String?
+    ) async throws -> PostgresRow? {
+        try await connection.query(PostgresQuery("""
+            SELECT o.workflow_name, o.workflow_version, o.state, o.seq, o.attributes, o.content, o.created_at,
+                   (SELECT t.seq FROM order_transitions t
+                     WHERE t.merchant_id = o.merchant_id AND t.order_id = o.order_id AND t.idempotency_key = $3) AS replay_seq
+            FROM orders o WHERE o.merchant_id = $1 AND o.order_id = $2
+            """, merchantID, orderID, idempotencyKey)).first
+    }
+
+    /// When the order last changed; nil when it does not exist.
+    func updatedAt(_ connection: isolated PostgresConnection, orderID: String) async throws -> Date? {
+        try await connection.query(PostgresQuery(
+            "SELECT updated_at FROM orders WHERE merchant_id = $1 AND order_id = $2", merchantID, orderID)
+        ).first?.decode("updated_at", as: Date.self)
+    }
+
+    /// Moves the order, appends the transition and enqueues its activity command in one
+    /// statement, guarded by the sequence number the caller saw: the new sequence number, or
+    /// nil when the order moved meanwhile (nothing is written then). A unique violation means
+    /// the idempotency key was used concurrently.
+    func writeTransition(
+        _ connection: isolated PostgresConnection, orderID: String, from state: String, expectedSeq: Int, to target: String,
+        event: String?, content: PostgresJSON, input: PostgresJSON, rendered: PostgresJSON, actor: String?,
+        idempotencyKey: String?, commandKind: String, at time: Date
+    ) async throws(PostgresError) -> Int? {
+        let written = try await connection.query(PostgresQuery("""
+            WITH moved AS (
+                UPDATE orders SET state = $3, seq = seq + 1, content = $4::jsonb, updated_at = $5, state_entered_at = $5
+                WHERE merchant_id = $1 AND order_id = $2 AND seq = $6
+                RETURNING merchant_id, order_id, seq
+            ), history AS (
+                INSERT INTO order_transitions (merchant_id, order_id, seq, from_state, to_state, event, input,
+                                               rendered, actor, idempotency_key, occurred_at)
+                SELECT merchant_id, order_id, seq, $7, $3, $8, $9::jsonb, $10::jsonb, $11, $12, $5 FROM moved
+            ), command AS (
+                INSERT INTO activity_commands (merchant_id, order_id, seq, kind)
+                SELECT merchant_id, order_id, seq, $13 FROM moved
+            )
+            SELECT seq FROM moved
+            """, merchantID, orderID, target, content, time, expectedSeq, state, event, input, rendered, actor,
+            idempotencyKey, commandKind))
+        return try written.first?.decode("seq", as: Int.self)
+    }
+
+    // MARK: Reads
+
+    /// The order's row for an `OrderSnapshot`; nil when it does not exist.
+    func snapshotRow(orderID: String) async throws -> PostgresRow? {
+        try await pool.query(PostgresQuery("""
+            SELECT order_id, workflow_name, workflow_version, state, seq, attributes, content, created_at, updated_at, state_entered_at
+            FROM orders WHERE merchant_id = $1 AND order_id = $2
+            """, merchantID, orderID)).first
+    }
+
+    /// One transition of the order.
+    func transition(orderID: String, seq: Int) async throws -> TransitionRecord {
+        try TransitionRecord(row: try await pool.query(PostgresQuery("""
+            SELECT seq, from_state, to_state, event, input, rendered, actor, idempotency_key, occurred_at
+            FROM order_transitions WHERE merchant_id = $1 AND order_id = $2 AND seq = $3
+            """, merchantID, orderID, seq)).single())
+    }
+
+    /// The step written with `idempotencyKey`.
+    func transitionSeq(orderID: String, idempotencyKey: String) async throws -> Int {
+        try await pool.query(PostgresQuery(
+            "SELECT seq FROM order_transitions WHERE merchant_id = $1 AND order_id = $2 AND idempotency_key = $3",
+            merchantID, orderID, idempotencyKey)).single().decode("seq", as: Int.self)
+    }
+
+    /// Every transition of the order, oldest first.
+    func transitions(orderID: String) async throws -> [TransitionRecord] {
+        try await pool.query(PostgresQuery("""
+            SELECT seq, from_state, to_state, event, input, rendered, actor, idempotency_key, occurred_at
+            FROM order_transitions WHERE merchant_id = $1 AND order_id = $2 ORDER BY seq
+            """, merchantID, orderID)).map(TransitionRecord.init(row:))
+    }
+
+    /// Each device's activity of the order.
+    func activities(orderID: String) async throws -> [ActivityInfo] {
+        try await pool.query(PostgresQuery("""
+            SELECT device_id, status, right(update_token, 8) AS suffix, last_seq, last_pushed_at
+            FROM activities WHERE merchant_id = $1 AND order_id = $2 ORDER BY device_id
+            """, merchantID, orderID)).map { row in
+            ActivityInfo(deviceID: try row.decode("device_id"), status: try row.decode("status"),
+                         tokenSuffix: try row.decode("suffix", as: String?.self), lastSeq: try row.decode("last_seq"),
+                         lastPushedAt: try row.decode("last_pushed_at", as: Date?.self))
+        }
+    }
+
+    /// Activity commands of the order not handled yet.
+    func pendingCommands(orderID: String) async throws -> Int {
+        try await pool.query(PostgresQuery(
+            "SELECT count(*) AS n FROM activity_commands WHERE merchant_id = $1 AND order_id = $2", merchantID, orderID)
+        ).single().decode("n", as: Int.self)
+    }
+
+    /// A page of orders (one more than `limit`, to tell whether another page follows), with
+    /// their activities' statuses.
+    func orderPage(workflow: String?, state: String?, after: String?, limit: Int) async throws -> PostgresRows {
+        try await pool.query(PostgresQuery("""
+            SELECT o.order_id, o.workflow_name, o.workflow_version, o.state, o.seq, o.attributes, o.content,
+                   o.created_at, o.updated_at, o.state_entered_at,
+                   ARRAY(SELECT a.status FROM activities a
+                         WHERE a.merchant_id = o.merchant_id AND a.order_id = o.order_id ORDER BY a.device_id) AS statuses
+            FROM orders o
+            WHERE o.merchant_id = $1 AND ($2::text IS NULL OR o.workflow_name = $2)
+              AND ($3::text IS NULL OR o.state = $3) AND ($4::text IS NULL OR o.order_id > $4)
+            ORDER BY o.order_id LIMIT $5
+            """, merchantID, workflow, state, after, limit + 1))
+    }
+
+    /// Orders of a workflow version that have been in `state` since `dueBefore` or earlier,
+    /// longest first: those a timer of that state is due for.
+    func ordersDueForTimer(
+        workflow: String, version: Int, state: String, dueBefore: Date, limit: Int
+    ) async throws -> [(orderID: String, seq: Int)] {
+        try await pool.query(PostgresQuery("""
+            SELECT order_id, seq FROM orders
+            WHERE merchant_id = $1 AND workflow_name = $2 AND workflow_version = $3 AND state = $4
+              AND state_entered_at <= $5
+            ORDER BY state_entered_at LIMIT $6
+            """, merchantID, workflow, version, state, dueBefore, limit)
+        ).map { (try $0.decode("order_id", as: String.self), try $0.decode("seq", as: Int.self)) }
+    }
+
+    // MARK: Push records
+
+    /// Every push attempt for the order, oldest first.
+    func deliveries(orderID: String) async throws -> [DeliveryRecord] {
+        try await pool.query(PostgresQuery("""
+            SELECT id, order_id, device_id, seq, merged, event, token_kind, token_suffix, priority, aps_timestamp,
+                   alert_title, apns_id, status, reason, outcome, attempted_at, latency_ms, retried_at
+            FROM deliveries WHERE merchant_id = $1 AND order_id = $2 ORDER BY id
+            """, merchantID, orderID)).map(DeliveryRecord.init(row:))
+    }
+
+    /// Push attempts, newest first; with `failedOnly`, the dead letters not yet retried.
+    func recentDeliveries(failedOnly: Bool, limit: Int) async throws -> [DeliveryRecord] {
+        try await pool.query(PostgresQuery("""
+            SELECT id, order_id, device_id, seq, merged, event, token_kind, token_suffix, priority, aps_timestamp,
+                   alert_title, apns_id, status, reason, outcome, attempted_at, latency_ms, retried_at
+            FROM deliveries
+            WHERE merchant_id = $1 AND (NOT $2 OR (outcome = 'dead' AND retried_at IS NULL))
+            ORDER BY attempted_at DESC, id DESC LIMIT $3
+            """, merchantID, failedOnly, limit)).map(DeliveryRecord.init(row:))
+    }
+
+    /// What became of a dead letter's retry.
+    enum RequeueOutcome: Sendable {
+        case requeued
+        /// The delivery exists but is not a dead letter waiting for a retry.
+        case notDeadLetter
+        case notFound
+    }
+
+    /// Marks a dead letter retried, clears its activity's failures and queues a `retry` of the
+    /// order's current state for its device, in one transaction.
+    func requeueDeadLetter(id: Int64) async throws -> RequeueOutcome {
+        try await pool.transaction { [merchantID] connection -> RequeueOutcome in
+            let row = try await connection.query(PostgresQuery("""
+                UPDATE deliveries SET retried_at = now()
+                WHERE merchant_id = $1 AND id = $2 AND outcome = 'dead' AND retried_at IS NULL
+                RETURNING order_id, device_id
+                """, merchantID, id)).first
+            guard let row else {
+                let exists = try await connection.query(PostgresQuery(
+                    "SELECT 1 AS found FROM deliveries WHERE merchant_id = $1 AND id = $2", merchantID, id)).first != nil
+                return exists ? .notDeadLetter : .notFound
+            }
+            let orderID: String = try row.decode("order_id")
+            let deviceID: String = try row.decode("device_id")
+            try await connection.query(PostgresQuery("""
+                UPDATE activities SET failures = 0, next_attempt_at = NULL
+                WHERE merchant_id = $1 AND order_id = $2 AND device_id = $3
+                """, merchantID, orderID, deviceID))
+            try await connection.query(PostgresQuery("""
+                INSERT INTO activity_commands (merchant_id, order_id, seq, kind, device_id)
+                SELECT merchant_id, order_id, seq, 'retry', $3 FROM orders WHERE merchant_id = $1 AND order_id = $2
+                """, merchantID, orderID, deviceID))
+            return .requeued
+        }
+    }
+}
