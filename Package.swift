@@ -1,13 +1,16 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// Modules by concern, layered bottom-up:
+// Modules by concern, layered bottom-up (docs/architecture.md draws them):
 //   CLibPQ (system library) → PGKit (safe PostgreSQL, knows nothing of orders)
-//   LocalPostgres (a private PostgreSQL cluster for the embedded default)
 //   WorkflowKit (workflow format, validation, templates; no database)
-//   APNS (Apple Push Notification service client; knows nothing of orders)
-//   OrderFlow (the engine and worker) → orderflow (thin CLI)
-//   OrderFlowTesting (local APNs endpoint, database fixtures) for tests, the demo and benchmarks
+//   APNS (Apple Push Notification service client; knows nothing of workflows)
+//   OrderFlow (the engine, its SQL in Store/, the worker, OrderFlowHost: the running system
+//     as one Service; a DocC catalog)
+//   ConsoleOutput (text for people) · OrderFlowDemo (the demo, on the public API)
+//   → orderflow (the CLI: arguments in, library calls out; no SQL, no libpq)
+// Never on a production path: LocalAPNS (an APNs stand-in), LocalPostgres (the embedded
+// default, used by the CLI to start it), PostgresTesting and OrderFlowTesting (fixtures).
 let package = Package(
     name: "OrderFlow",
     platforms: [.macOS(.v15)],
