@@ -356,9 +356,10 @@ extension OrderFlowEngine {
                 currentState: error.currentState, candidates: error.candidates)
         case .notAllowed where !workflow.knows(error.target):
             let names = workflow.states.map(\.name) + Set(workflow.transitions.compactMap(\.event)).sorted()
+            let hint = workflow.suggestion(for: error.target).map { " (did you mean `\($0)`?)" } ?? ""
             return OrderFlowError(
                 .notFound,
-                "workflow \(workflow.name) has no state or event \"\(shown(error.target))\"; states and events: \(names.joined(separator: ", "))",
+                "workflow \(workflow.name) has no state or event \"\(shown(error.target))\"\(hint); states and events: \(names.joined(separator: ", "))",
                 currentState: error.currentState, candidates: error.candidates)
         case .notAllowed:
             return OrderFlowError(.invalidTransition, "order \(orderID): \(error.message)", currentState: error.currentState,

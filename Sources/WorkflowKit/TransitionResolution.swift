@@ -31,6 +31,11 @@ enum TransitionResolver {
 }
 
 extension Workflow {
+    /// The state or event name closest to `name`, when `name` is likely a typo of it.
+    public func suggestion(for name: String) -> String? {
+        closestMatch(to: name, in: states.map(\.name) + Set(transitions.compactMap(\.event)).sorted())
+    }
+
     /// Whether `name` is, or is a prefix of, some state or event of the workflow, read as
     /// ``resolveTransition(from:target:)`` reads names (case-insensitive, `-` and spaces as `_`,
     /// surrounding spaces ignored): tells "no such name" from "not allowed from here".
@@ -100,8 +105,17 @@ extension Workflow {
                 message: "`\(target)` is ambiguous from `\(current)`: it matches \(matches.joined(separator: ", ")); type more of the name")
         }
         var message = "cannot go from `\(current)` to `\(target)`"
+        // What the name means elsewhere in the workflow, so that the message names the state or
+        // event the caller meant rather than echoing a prefix.
+        let elsewhere = Set(states.map(\.name).filter { TransitionResolver.normalize($0).hasPrefix(wanted) })
+        let events = Set(transitions.compactMap(\.event).filter { TransitionResolver.normalize($0).hasPrefix(wanted) })
         if let other = state(named: target) ?? states.first(where: { TransitionResolver.normalize($0.name) == wanted }) {
             message += ": `\(other.name)` is a state, but there is no transition `\(current) -> \(other.name)`"
+        } else if elsewhere.count == 1, events.isEmpty, let other = elsewhere.first {
+            message += ": `\(target)` is the state `\(other)`, but there is no transition `\(current) -> \(other)`"
+        } else if events.count == 1, elsewhere.isEmpty, let event = events.first {
+            let leadsTo = Set(transitions.filter { $0.event == event }.map(\.to)).sorted().map { "`\($0)`" }.joined(separator: " or ")
+            message += ": `\(target)` is the event `\(event)` (to \(leadsTo)), which does not leave `\(current)`"
         } else if let suggestion = closestMatch(to: target, in: candidateNames) {
             message += " (did you mean `\(suggestion)`?)"
         }

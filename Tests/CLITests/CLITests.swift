@@ -340,6 +340,9 @@ struct DatabaseCommandTests {
         let unknownState = try await cli.run("advance", "1042", "teleported")
         expectStatus(unknownState, 66)
         expectOneLineError(unknownState, containing: ["teleported"])
+        let typo = try await cli.run("advance", "1042", "dispach")
+        expectStatus(typo, 66)
+        expectOneLineError(typo, containing: ["\"dispach\"", "did you mean `dispatch`?"])
 
         let notAllowed = try await cli.run("advance", "1042", "delivered")
         expectStatus(notAllowed, 68)

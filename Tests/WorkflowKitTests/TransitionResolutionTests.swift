@@ -69,6 +69,25 @@ struct TransitionResolutionTests {
         }
     }
 
+    @Test("a prefix or event known elsewhere in the workflow is named, not echoed")
+    func namesWhatAPrefixMeans() {
+        #expect {
+            try food.resolveTransition(from: "received", target: "rea")
+        } throws: { error in
+            (error as? TransitionResolutionError)?.message.hasPrefix(
+                "cannot go from `received` to `rea`: `rea` is the state `ready`, but there is no transition `received -> ready`") == true
+        }
+        #expect {
+            try food.resolveTransition(from: "received", target: "dispatch")
+        } throws: { error in
+            (error as? TransitionResolutionError)?.message.hasPrefix(
+                "cannot go from `received` to `dispatch`: `dispatch` is the event `dispatch` (to `out_for_delivery`), which does not leave `received`") == true
+        }
+        #expect(food.suggestion(for: "redy") == "ready")
+        #expect(food.suggestion(for: "dispach") == "dispatch")
+        #expect(food.suggestion(for: "zzzzzz") == nil)
+    }
+
     @Test func finalAndUnknownStates() {
         #expect {
             try food.resolveTransition(from: "delivered", target: "cancel")
