@@ -253,7 +253,7 @@ struct BoardFilter: ParsableArguments {
     @Option(help: ArgumentHelp("Only orders in this state.", valueName: "state"))
     var state: String?
 
-    @Option(help: ArgumentHelp("At most this many orders (1–1000).", valueName: "n"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("At most this many orders (1–1000).", valueName: "n"))
     var limit: Int = 50
 
     func validate() throws {

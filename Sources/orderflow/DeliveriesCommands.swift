@@ -31,7 +31,7 @@ struct DeliveriesCommand: AsyncParsableCommand {
         @Flag(help: "Only dead letters not yet retried.")
         var failed = false
 
-        @Option(help: ArgumentHelp("At most this many (1–10000).", valueName: "n"))
+        @Option(parsing: .unconditional, help: ArgumentHelp("At most this many (1–10000).", valueName: "n"))
         var limit: Int = 50
 
         @OptionGroup var output: OutputOptions

@@ -41,7 +41,7 @@ struct OrderCommand: AsyncParsableCommand {
         @Option(help: ArgumentHelp("The workflow's name.", valueName: "name"))
         var workflow: String
 
-        @Option(help: ArgumentHelp("Pin a workflow version instead of the newest.", valueName: "n"))
+        @Option(parsing: .unconditional, help: ArgumentHelp("Pin a workflow version instead of the newest.", valueName: "n"))
         var version: Int?
 
         @Option(name: .customLong("attr"), help: ArgumentHelp("An attribute, key=value (repeatable).", valueName: "key=value"))
@@ -107,7 +107,8 @@ struct Advance: AsyncParsableCommand {
     @Argument(help: ArgumentHelp("The state or event to go to (a unique prefix is enough).", valueName: "state-or-event"))
     var target: String
 
-    @Option(help: ArgumentHelp("Input `eta`: 15m, +15m or ISO-8601.", valueName: "time"))
+    // `.unconditional`: `--eta -5m` is an offset, not an option.
+    @Option(parsing: .unconditional, help: ArgumentHelp("Input `eta`: 15m, +15m, -5m or ISO-8601.", valueName: "time"))
     var eta: String?
 
     @Option(help: ArgumentHelp("Input `driver`.", valueName: "name"))

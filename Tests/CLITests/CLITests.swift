@@ -191,6 +191,23 @@ struct OfflineCommandTests {
                 "db status creates nothing")
     }
 
+    @Test("negative numbers and offsets are option values: refused for the real reason, or passed on")
+    func negativeOptionValues() async throws {
+        let cli = try CLI(databaseURL: "postgresql://nobody@127.0.0.1:1/none")
+        for (arguments, reason) in [
+            (["list", "--limit", "-1"], "--limit must be between 1 and 1000"),
+            (["deliveries", "list", "--limit", "-3"], "--limit must be between 1 and 10000"),
+            (["order", "create", "x", "--workflow", "food-order", "--version", "-1"], "--version must be 1 or more"),
+        ] {
+            let result = try await cli.run(arguments)
+            expectStatus(result, 64)
+            expectOneLineError(result, containing: [reason])
+        }
+        // An ETA five minutes ago is a time: it gets as far as the database (unreachable here).
+        let past = try await cli.run("advance", "1042", "accept", "--eta", "-5m")
+        expectStatus(past, 69)
+    }
+
     @Test("db url prints an explicit URL as given, password included")
     func databaseURLExternal() async throws {
         let cli = try CLI(databaseURL: "postgresql://u:secret@127.0.0.1:1/x")
