@@ -75,6 +75,16 @@ public enum Formatting {
         return url.replacingOccurrences(of: #"password\s*=\s*('[^']*'|\S+)"#, with: "password=***", options: .regularExpression)
     }
 
+    /// `text` as one word for a POSIX shell: unchanged when it is made of characters no shell
+    /// reads specially, else in single quotes (a quote inside written `'\''`). For hints that
+    /// show a command to copy.
+    public static func shellQuoted(_ text: String) -> String {
+        let plain = !text.isEmpty && text.unicodeScalars.allSatisfy {
+            $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "-_./:@%+=,".unicodeScalars.contains($0))
+        }
+        return plain ? text : "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
+    }
+
     /// `1 order`, `3 orders`.
     public static func count(_ count: Int, _ singular: String, _ plural: String? = nil) -> String {
         "\(count) \(count == 1 ? singular : plural ?? singular + "s")"

@@ -4,8 +4,9 @@ import WorkflowKit
 extension OrderFlowEngine {
     /// Stores a device's push-to-start token for an `ActivityAttributes` type (it may rotate:
     /// the new one replaces the old). Orders the device follows that still wait for an
-    /// activity are looked at again.
-    public func registerPushToStartToken(deviceID: String, attributesType: String, token: String) async throws {
+    /// activity are looked at again. Returns the token as stored (trimmed, lower-case).
+    @discardableResult
+    public func registerPushToStartToken(deviceID: String, attributesType: String, token: String) async throws -> String {
         try await translatingErrors {
             try Self.validateIdentifier(deviceID, what: "device id")
             try Self.validateIdentifier(attributesType, what: "attributes type")
@@ -13,28 +14,35 @@ extension OrderFlowEngine {
             try await checkAttributesTypeIsKnown(attributesType)
             try await deviceStore.savePushToStartToken(deviceID: deviceID, attributesType: attributesType, token: token)
             wakeSignal.signal()
+            return token
         }
     }
 
     /// Stores the update token of an activity the app runs for an order (after a push-to-start,
     /// or one the app started itself). Tokens rotate: the newest replaces the old. The device
-    /// follows the order from now on, and is sent the order's current state.
-    public func registerActivityToken(orderID: String, deviceID: String, token: String) async throws {
+    /// follows the order from now on, and is sent the order's current state. Returns the token
+    /// as stored (trimmed, lower-case).
+    @discardableResult
+    public func registerActivityToken(orderID: String, deviceID: String, token: String) async throws -> String {
         try await translatingErrors {
             try Self.validateIdentifier(orderID, what: "order id")
             try Self.validateIdentifier(deviceID, what: "device id")
             let token = try Self.normalizedToken(token)
             try await follow(orderID: orderID, deviceID: deviceID, activityToken: token)
+            return token
         }
     }
 
     /// Stores a device's ordinary APNs device token, used for alert notifications when the
-    /// device shows no Live Activity for an order.
-    public func registerDeviceToken(deviceID: String, token: String) async throws {
+    /// device shows no Live Activity for an order. Returns the token as stored (trimmed,
+    /// lower-case).
+    @discardableResult
+    public func registerDeviceToken(deviceID: String, token: String) async throws -> String {
         try await translatingErrors {
             try Self.validateIdentifier(deviceID, what: "device id")
             let token = try Self.normalizedToken(token)
             try await deviceStore.saveAlertToken(deviceID: deviceID, token: token)
+            return token
         }
     }
 

@@ -30,6 +30,7 @@ extension OrderFlowEngine {
             try Self.validateIdentifier(query.workflow, what: "workflow name")
             try Self.validateIdentifier(query.state, what: "state name")
             try Self.validateIdentifier(query.after, what: "page cursor")
+            try await checkFilters(query)
             let rows = try await orderStore.orderPage(workflow: query.workflow, state: query.state, after: query.after, limit: query.limit)
             var summaries: [OrderSummary] = []
             for row in rows.prefix(query.limit) {
@@ -64,5 +65,31 @@ extension OrderFlowEngine {
             }
             wakeSignal.signal()
         }
+    }
+
+    /// A filter naming no workflow or state that exists is a mistake to name, not an empty page.
+    private func checkFilters(_ query: OrderQuery) async throws {
+        guard query.workflow != nil || query.state != nil else { return }
+        let versions = try await workflows.allVersions()
+        let names = Set(versions.map(\.0)).sorted()
+        if let wanted = query.workflow, !names.contains(wanted) {
+            throw OrderFlowError(
+                .invalidInput,
+                "no workflow is named \"\(Self.shown(wanted))\"\(didYouMean(wanted, in: names)); workflows: \(names.isEmpty ? "none applied yet" : names.joined(separator: ", "))",
+                candidates: names)
+        }
+        guard let wanted = query.state else { return }
+        var states: [String] = []
+        for (name, version) in versions where query.workflow == nil || query.workflow == name {
+            for state in try await workflows.workflow(named: name, version: version).states.map(\.name) where !states.contains(state) {
+                states.append(state)
+            }
+        }
+        guard !states.contains(wanted) else { return }
+        let scope = query.workflow.map { "workflow \($0)" } ?? "any workflow"
+        throw OrderFlowError(
+            .invalidInput,
+            "\(scope) has no state \"\(Self.shown(wanted))\"\(didYouMean(wanted, in: states)); states: \(states.joined(separator: ", "))",
+            candidates: states)
     }
 }

@@ -52,7 +52,7 @@ func editDistance(_ a: String, _ b: String) -> Int {
 }
 
 /// The candidate closest to `word` if it is close enough to be a likely typo.
-func closestMatch(to word: String, in candidates: some Sequence<String>) -> String? {
+public func closestMatch(to word: String, in candidates: some Sequence<String>) -> String? {
     // The distance costs length × length: a typo in a name this long is not worth minutes.
     let longest = 200
     let lowered = word.lowercased()
@@ -76,7 +76,8 @@ func closestMatch(to word: String, in candidates: some Sequence<String>) -> Stri
     return best.distance <= allowed && best.distance * 2 <= shorter ? best.candidate : nil
 }
 
-func didYouMean(_ word: String, in candidates: some Sequence<String>) -> String {
+/// ` (did you mean `ready`?)` when `word` is a likely typo of a candidate, else "".
+public func didYouMean(_ word: String, in candidates: some Sequence<String>) -> String {
     closestMatch(to: word, in: candidates).map { " (did you mean `\($0)`?)" } ?? ""
 }
 

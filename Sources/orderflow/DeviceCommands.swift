@@ -76,14 +76,14 @@ struct TokenCommand: AsyncParsableCommand {
             let context = CommandContext.current()
             let message = try await context.withEngine { engine -> String in
                 if let token = pushToStart, let attributesType {
-                    try await engine.registerPushToStartToken(deviceID: device, attributesType: attributesType, token: token)
-                    return "registered push-to-start token \(Formatting.maskedToken(token)) for \(attributesType) on device \(device)"
+                    let stored = try await engine.registerPushToStartToken(deviceID: device, attributesType: attributesType, token: token)
+                    return "registered push-to-start token \(Formatting.maskedToken(stored)) for \(attributesType) on device \(device)"
                 } else if let token = activity, let order {
-                    try await engine.registerActivityToken(orderID: order, deviceID: device, token: token)
-                    return "registered activity token \(Formatting.maskedToken(token)) for order \(order) on device \(device)"
+                    let stored = try await engine.registerActivityToken(orderID: order, deviceID: device, token: token)
+                    return "registered activity token \(Formatting.maskedToken(stored)) for order \(order) on device \(device)"
                 } else if let token = deviceToken {
-                    try await engine.registerDeviceToken(deviceID: device, token: token)
-                    return "registered device token \(Formatting.maskedToken(token)) for device \(device)"
+                    let stored = try await engine.registerDeviceToken(deviceID: device, token: token)
+                    return "registered device token \(Formatting.maskedToken(stored)) for device \(device)"
                 }
                 throw CLIError(.usage, "no token given", remedy: "give one of --push-to-start, --activity, --device-token")
             }

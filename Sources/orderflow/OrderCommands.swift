@@ -80,7 +80,7 @@ struct OrderCommand: AsyncParsableCommand {
             }
             let terminal = context.terminal
             terminal.write("created order \(terminal.styled(order.orderID, .bold)) (\(order.workflow) v\(order.workflowVersion)) in \(StateStyle.styled(order.state, isFinal: order.isFinal, terminal))")
-            terminal.write(terminal.styled("follow it from a device with `orderflow follow \(order.orderID) DEVICE`", .dim))
+            terminal.write(terminal.styled("follow it from a device with `orderflow follow \(Formatting.shellQuoted(order.orderID)) DEVICE`", .dim))
         }
     }
 }

@@ -479,6 +479,13 @@ struct DatabaseCommandTests {
         let page = try #require(try filtered.json() as? [String: Any])
         let orders = try #require(page["orders"] as? [[String: Any]])
         #expect(orders.compactMap { ($0["order"] as? [String: Any])?["orderID"] as? String } == ["1"])
+        // A state no workflow has is a mistake to name, not an empty board.
+        let unknown = try await cli.run("list", "--state", "redy")
+        expectStatus(unknown, 65)
+        expectOneLineError(unknown, containing: ["has no state \"redy\"", "did you mean `ready`?", "out_for_delivery"])
+        let unknownWorkflow = try await cli.run("list", "--workflow", "food-ordr")
+        expectStatus(unknownWorkflow, 65)
+        expectOneLineError(unknownWorkflow, containing: ["did you mean `food-order`?"])
 
         let firstPage = try await cli.run("list", "--limit", "2", "--json")
         let cursor = try #require((try firstPage.json() as? [String: Any])?["nextCursor"] as? String)
@@ -488,6 +495,11 @@ struct DatabaseCommandTests {
 
         let badLimit = try await cli.run("list", "--limit", "0")
         expectStatus(badLimit, 64)
+
+        let created = try await cli.run("order", "create", "a b'c", "--workflow", "food-order",
+                                        "--attr", "merchantName=M", "--attr", "orderNumber=9", "--attr", "itemCount=1")
+        expectStatus(created, 0)
+        #expect(created.stdout.contains("orderflow follow 'a b'\\''c' DEVICE"), "the hint is quoted for a shell: \(created)")
     }
 
     @Test("tokens are masked; follow and unfollow; deliveries are empty without a worker")
@@ -509,6 +521,10 @@ struct DatabaseCommandTests {
         expectStatus(activityResult, 0)
         #expect(activityResult.stdout.contains("…cafef00d"))
         #expect(!activityResult.stdout.contains(activity))
+        // Pasted with spaces around it and in capitals: the confirmation shows what was stored.
+        let pasted = try await cli.run("token", "register", "--device", "alice-ipad", "--activity", " \(activity.uppercased())  ", "--order", "1042")
+        expectStatus(pasted, 0)
+        #expect(pasted.stdout.contains("…cafef00d for order"), "\(pasted)")
 
         let deviceToken = String(repeating: "12", count: 32)
         let deviceResult = try await cli.run("token", "register", "--device", "bob-phone", "--device-token", deviceToken)
