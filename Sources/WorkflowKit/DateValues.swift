@@ -167,6 +167,17 @@ enum DateValues {
     }
 }
 
+/// The times a workflow's `date` fields and transition inputs accept, for the doors in front of
+/// the engine (the CLI, an HTTP API): asking here, they can never accept a time the engine
+/// refuses, or the reverse.
+public enum WorkflowTime {
+    /// Whether the engine takes `text` as a time: ISO-8601 with a zone (`2025-05-01T12:00:00Z`,
+    /// `…+02:00`, fractional seconds allowed), an offset (`+15m`, `-1h30m`) or `now`.
+    public static func isValid(_ text: String) -> Bool {
+        DateValues.isDateLiteral(text.trimmingWhitespace(newlines: false))
+    }
+}
+
 extension String {
     /// `trimmingCharacters(in: .whitespacesAndNewlines)` (or `.whitespaces`), without the round
     /// trip through `NSString`: the renderer trims every value it converts. Both sets are the

@@ -206,6 +206,12 @@ struct OfflineCommandTests {
         // An ETA five minutes ago is a time: it gets as far as the database (unreachable here).
         let past = try await cli.run("advance", "1042", "accept", "--eta", "-5m")
         expectStatus(past, 69)
+        // Times are read as the engine reads them: a space for the T is fine, 30 February is not.
+        let spaced = try await cli.run("advance", "1042", "accept", "--eta", "2030-05-01 12:00:00+02:00")
+        expectStatus(spaced, 69)
+        let impossible = try await cli.run("advance", "1042", "accept", "--eta", "2030-02-30T12:00:00Z")
+        expectStatus(impossible, 65)
+        expectOneLineError(impossible, containing: ["is not a time"])
     }
 
     @Test("db url prints an explicit URL as given, password included")

@@ -36,6 +36,19 @@ struct DateArithmeticTests {
         #expect(DateValues.parseISO8601("1500-03-01T00:00:00Z") == calendar.date(from: DateComponents(year: 1500, month: 3, day: 1)))
     }
 
+    @Test("the doors' check of a time is the engine's reading of it")
+    func doorsAgreeWithTheEngine() {
+        let now = Date()
+        for text in [
+            "2025-05-01T12:00:00Z", "2025-05-01 12:00:00Z", "2025-05-01t12:00:00z", "2025-05-01T12:00:00.5+02:00",
+            "2025-05-01T12:00:00+0200", "+15m", "-1h30m", "now", " +15m ",
+            "2025-05-01T12:00:00", "2025-02-30T00:00:00Z", "2025-05-01", "15m", "+15", "soon", "", "2025-13-01T00:00:00Z",
+        ] {
+            #expect(WorkflowTime.isValid(text) == (DateValues.resolve(text, relativeTo: now) != nil), "\(text)")
+        }
+        #expect(WorkflowTime.isValid("2025-05-01 12:00:00Z") && !WorkflowTime.isValid("2025-02-30T00:00:00Z"))
+    }
+
     @Test func trimmingMatchesFoundation() {
         for text in ["", " ", " a ", "\t\n x y \u{2028}", "\u{A0}b\u{3000}", "plain", "\u{85}c\r\n"] {
             #expect(text.trimmingWhitespace() == text.trimmingCharacters(in: .whitespacesAndNewlines))

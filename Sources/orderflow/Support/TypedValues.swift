@@ -73,16 +73,10 @@ public enum TypedValues {
             return trimmed
         }
         if WorkflowDuration(parsing: trimmed) != nil { return "+" + trimmed }
-        if isISO8601(trimmed) { return trimmed }
+        // The engine's own reading of times: what it refuses is refused here, and the reverse.
+        if WorkflowTime.isValid(trimmed) { return trimmed }
         throw CLIError(.invalidInput, "\(option): `\(text)` is not a time",
                        remedy: "give an offset like 15m or +1h30m, or ISO-8601 like 2025-05-01T12:00:00Z")
-    }
-
-    static func isISO8601(_ text: String) -> Bool {
-        let plain = ISO8601DateFormatter()
-        let fractional = ISO8601DateFormatter()
-        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return plain.date(from: text) != nil || fractional.date(from: text) != nil
     }
 
     /// `--attributes-json` text as a JSON object.
