@@ -2,9 +2,11 @@
 import PackageDescription
 
 // Modules by concern, layered bottom-up (docs/architecture.md draws them):
+//   Timestamps (the one ISO-8601 reading) · APNSCore (the APNs payload format, the one JSON
+//     value type, APNs' size limit; no networking)
 //   CLibPQ (system library) → PGKit (safe PostgreSQL, knows nothing of orders)
-//   WorkflowKit (workflow format, validation, templates; no database)
-//   APNS (Apple Push Notification service client; knows nothing of workflows)
+//   WorkflowKit (workflow format, validation, templates; renders into APNSCore's format)
+//   APNS (Apple Push Notification service client over APNSCore; knows nothing of workflows)
 //   OrderFlow (the engine, its SQL in Store/, the worker, OrderFlowHost: the running system
 //     as one Service; a DocC catalog)
 //   ConsoleOutput (text for people) · OrderFlowDemo (the demo, on the public API)
@@ -46,10 +48,13 @@ let package = Package(
             pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"]), .brew(["libpq"])]
         ),
+        // The one ISO-8601 reading and the proleptic Gregorian arithmetic (PGKit, WorkflowKit).
+        .target(name: "Timestamps"),
         .target(
             name: "PGKit",
             dependencies: [
                 "CLibPQ",
+                "Timestamps",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -61,9 +66,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The APNs payload format, the one JSON value type and APNs' size limit: no networking,
+        // so that WorkflowKit renders into the format APNS sends.
+        .target(name: "APNSCore"),
         .target(
             name: "WorkflowKit",
             dependencies: [
+                "APNSCore",
+                "Timestamps",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Mustache", package: "swift-mustache"),
             ]
@@ -71,6 +81,7 @@ let package = Package(
         .target(
             name: "APNS",
             dependencies: [
+                "APNSCore",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -103,6 +114,7 @@ let package = Package(
         .target(
             name: "LocalAPNS",
             dependencies: [
+                "APNSCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -168,6 +180,7 @@ let package = Package(
         ),
         .testTarget(name: "PGKitTests", dependencies: ["PGKit", "PostgresTesting", "LocalPostgres"]),
         .testTarget(name: "WorkflowKitTests", dependencies: ["WorkflowKit"]),
+        .testTarget(name: "TimestampsTests", dependencies: ["Timestamps"]),
         .testTarget(name: "APNSTests", dependencies: ["APNS", "LocalAPNS", "OrderFlowTesting", .product(name: "NIOPosix", package: "swift-nio")]),
         .testTarget(
             name: "OrderFlowTests",

@@ -63,7 +63,7 @@ public struct APNSError: APNSSendFailure, Hashable {
         case .tooManyRequests:
             return "APNs throttles this device; back off and send only the latest state later."
         case .payloadTooLarge:
-            return "the payload exceeds 4096 bytes; shrink the content state, do not retry as is."
+            return "the payload exceeds \(APNSLimits.maximumPayloadSize) bytes; shrink the content state, do not retry as is."
         case .idleTimeout:
             return "the connection was idle too long; reconnect and retry."
         case .internalServerError, .serviceUnavailable, .shutdown:
@@ -104,32 +104,9 @@ public struct APNSTransportError: APNSSendFailure {
     }
 }
 
-/// The payload cannot be sent: it is larger than APNs accepts, or it lacks what a Live Activity needs.
-public struct APNSPayloadError: APNSSendFailure, Hashable {
-    public enum Code: Hashable, Sendable {
-        /// The encoded payload has `size` bytes; APNs accepts at most `limit`.
-        case tooLarge(size: Int, limit: Int)
-        /// The payload is malformed or incomplete (the message says how).
-        case invalid
-    }
-
-    public let code: Code
-    public let message: String
-
-    public static func tooLarge(size: Int, limit: Int = APNSLimits.maximumPayloadSize) -> Self {
-        Self(
-            code: .tooLarge(size: size, limit: limit),
-            message: "The payload is \(size) bytes but APNs accepts at most \(limit); "
-                + "send a smaller content state (shorter strings, fewer fields). Never retried as is."
-        )
-    }
-
-    public static func invalid(_ message: String) -> Self {
-        Self(code: .invalid, message: message)
-    }
-
+/// The payload cannot be sent (``APNSPayloadError``, from `APNSCore`): never retried as is.
+extension APNSPayloadError: APNSSendFailure {
     public var action: APNSFailureAction { .payloadRejected }
-    public var description: String { self.message }
 }
 
 /// The request was refused before sending because one of its fields cannot be right.
@@ -188,10 +165,4 @@ public struct APNSCredentialsError: APNSSendFailure, Hashable {
 public struct APNSConfigurationError: Error, Hashable, CustomStringConvertible {
     public let message: String
     public var description: String { self.message }
-}
-
-/// Fixed limits of APNs.
-public enum APNSLimits {
-    /// The largest payload APNs accepts for a notification, in bytes (the whole JSON body).
-    public static let maximumPayloadSize = 4096
 }

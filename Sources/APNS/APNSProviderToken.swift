@@ -244,7 +244,7 @@ public final class APNSProviderTokenFactory: Sendable {
         let issuedAt = Int64(now.timeIntervalSince1970.rounded(.down))
         let header = JSONValue.object(["alg": .string("ES256"), "kid": .string(self.signingKey.keyID)])
         // `iat` is a JSON number: APNs refuses a string.
-        let claims = JSONValue.object(["iss": .string(self.signingKey.teamID), "iat": .int(issuedAt)])
+        let claims = JSONValue.object(["iss": .string(self.signingKey.teamID), "iat": .int(Int(issuedAt))])
         let signingInput = Base64URL.encode(header.serialized) + "." + Base64URL.encode(claims.serialized)
         let signature: P256.Signing.ECDSASignature
         do {

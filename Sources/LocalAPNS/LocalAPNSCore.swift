@@ -1,4 +1,5 @@
 import Crypto
+import APNSCore
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -144,13 +145,13 @@ final class LocalAPNSCore: Sendable {
         guard bodySize > 0, let body else {
             return reject(400, "PayloadEmpty")
         }
-        guard bodySize <= 4096 else {
-            return reject(413, "PayloadTooLarge", "the payload is \(bodySize) bytes; at most 4096 are accepted")
+        guard bodySize <= APNSLimits.maximumPayloadSize else {
+            return reject(413, "PayloadTooLarge", "the payload is \(bodySize) bytes; at most \(APNSLimits.maximumPayloadSize) are accepted")
         }
         let rawPayload = Array(body.readableBytesView)
-        let payload: LocalAPNSJSON
+        let payload: JSONValue
         do {
-            payload = try LocalAPNSJSON.parse(rawPayload)
+            payload = try JSONValue(parsing: rawPayload)
         } catch {
             return reject(400, "InvalidPayload", "the payload is not JSON: \(error)")
         }
@@ -207,7 +208,7 @@ final class LocalAPNSCore: Sendable {
     }
 
     /// What APNs or the device would refuse in a Live Activity `aps`, or `nil`.
-    private static func liveActivityProblem(_ aps: [String: LocalAPNSJSON]) -> String? {
+    private static func liveActivityProblem(_ aps: [String: JSONValue]) -> String? {
         guard aps["timestamp"]?.integerValue != nil else {
             return "aps.timestamp must be an integer (epoch seconds)"
         }
@@ -243,9 +244,9 @@ final class LocalAPNSCore: Sendable {
         return nil
     }
 
-    private static func isEmptyAlert(_ alert: LocalAPNSJSON) -> Bool {
+    private static func isEmptyAlert(_ alert: JSONValue) -> Bool {
         if let text = alert.stringValue { return text.isEmpty }
-        func isEmptyText(_ value: LocalAPNSJSON?) -> Bool {
+        func isEmptyText(_ value: JSONValue?) -> Bool {
             guard let value else { return true }
             if let text = value.stringValue { return text.isEmpty }
             if let key = value["loc-key"]?.stringValue { return key.isEmpty }
@@ -354,8 +355,8 @@ final class LocalAPNSCore: Sendable {
             let headerBytes = Self.base64URLDecode(parts[0]),
             let claimsBytes = Self.base64URLDecode(parts[1]),
             let signatureBytes = Self.base64URLDecode(parts[2]),
-            let header = try? LocalAPNSJSON.parse(headerBytes),
-            let claims = try? LocalAPNSJSON.parse(claimsBytes)
+            let header = try? JSONValue(parsing: headerBytes),
+            let claims = try? JSONValue(parsing: claimsBytes)
         else {
             return invalid("the provider token is not a JWT")
         }
@@ -379,7 +380,7 @@ final class LocalAPNSCore: Sendable {
         else {
             return invalid("the signature does not verify with key \(keyID)")
         }
-        return .valid(VerifiedToken(keyID: keyID, issuedAt: issuedAt))
+        return .valid(VerifiedToken(keyID: keyID, issuedAt: Int64(issuedAt)))
     }
 
     private static func base64URLDecode(_ text: Substring) -> Data? {

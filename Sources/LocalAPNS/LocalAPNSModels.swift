@@ -1,4 +1,5 @@
 import Crypto
+import APNSCore
 import Foundation
 
 /// A notification the local APNs stand-in accepted.
@@ -22,14 +23,14 @@ public struct LocalAPNSPush: Sendable {
     /// Every request header, lower-cased names (the last value when a name repeats).
     public let headers: [String: String]
     /// The parsed JSON body.
-    public let payload: LocalAPNSJSON
+    public let payload: JSONValue
     /// The body as received.
     public let rawPayload: [UInt8]
     /// When the stand-in received the request.
     public let receivedAt: Date
 
     /// `aps` of the payload.
-    public var aps: LocalAPNSJSON? { self.payload["aps"] }
+    public var aps: JSONValue? { self.payload["aps"] }
 }
 
 /// A request the local APNs stand-in refused, by verification or by an injected fault.

@@ -408,7 +408,7 @@ extension OrderFlowEngine {
 extension RenderedActivityStart {
     /// The payload's bytes besides the content state: attributes, start alert, dates. Measured
     /// at creation (or on an order's first keyless advance) and kept in the order cache.
-    var bytesBesidesContent: Int { apnsPayload().jsonByteCount - update.contentState.jsonByteCount }
+    var bytesBesidesContent: Int { apnsPayload().encodedSize - update.contentState.jsonByteCount }
 }
 
 /// A rendered ContentState with its JSON text, measured once.

@@ -29,11 +29,11 @@ public struct StoredRendering: Codable, Sendable, Hashable {
         state = update.state
         content = update.contentState
         alert = update.alert
-        staleDate = update.staleDate.map(RenderedActivityUpdate.epochSeconds)
+        staleDate = update.staleDate.map(LiveActivityPayload.epochSeconds)
         relevanceScore = update.relevanceScore
         priority = update.priority
-        dismissalDate = update.dismissalDate.map(RenderedActivityUpdate.epochSeconds)
-        timestamp = RenderedActivityUpdate.epochSeconds(update.timestamp)
+        dismissalDate = update.dismissalDate.map(LiveActivityPayload.epochSeconds)
+        timestamp = LiveActivityPayload.epochSeconds(update.timestamp)
     }
 
     public var isEnd: Bool { event == .end }

@@ -147,7 +147,7 @@ struct DemoReport: Sendable {
     }
 
     /// `preparing · eta 14:28 · Sam`: the fields a glance at the Lock Screen shows.
-    static func contentSummary(_ content: LocalAPNSJSON?) -> String {
+    static func contentSummary(_ content: JSONValue?) -> String {
         guard let content else { return "-" }
         var parts: [String] = []
         for key in ["status", "phase"] { if let value = content[key]?.stringValue { parts.append(value) } }

@@ -1,4 +1,5 @@
 import Foundation
+import Timestamps
 
 /// PostgreSQL type OIDs the decoder knows by number.
 public struct PostgresType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
@@ -183,8 +184,7 @@ extension Date {
     /// Computed as `PostgresTimestamp.parse(PostgresTimestamp.format(self))` would be, without
     /// the text: every advance takes its time this way.
     public var asStoredByPostgres: Date {
-        let (seconds, micros) = PostgresTimestamp.wholeMicroseconds(self)
-        return PostgresTimestamp.date(seconds: seconds, micros: micros)
+        ISO8601Timestamp.Instant(self).date
     }
 }
 
@@ -342,124 +342,17 @@ enum PostgresArrayLiteral {
 
 // MARK: - Timestamps
 
+/// PostgreSQL's timestamps through the project's one ISO-8601 reading (`Timestamps`).
 enum PostgresTimestamp {
-    /// The instant in whole seconds since 1970 and microseconds (0 ..< 1,000,000), rounded to
-    /// the nearest microsecond as PostgreSQL stores it.
-    static func wholeMicroseconds(_ date: Date) -> (seconds: Int64, micros: Int64) {
-        let totalMicros = (date.timeIntervalSince1970 * 1_000_000).rounded()
-        var seconds = Int64((totalMicros / 1_000_000).rounded(.down))
-        var micros = Int64(totalMicros - Double(seconds) * 1_000_000)
-        if micros < 0 { micros += 1_000_000; seconds -= 1 }
-        if micros >= 1_000_000 { micros -= 1_000_000; seconds += 1 }
-        return (seconds, micros)
-    }
-
-    /// The one way a `Date` is made from seconds and microseconds, by `parse` and by
-    /// `Date.asStoredByPostgres` alike, so that the two agree to the last bit.
-    static func date(seconds: Int64, micros: Int64) -> Date {
-        Date(timeIntervalSince1970: Double(seconds) + Double(micros) / 1_000_000)
-    }
-
-    /// Formats as ISO-8601 with microseconds in UTC, which PostgreSQL parses exactly:
-    /// `2026-11-22 13:07:22.500000+00`. Written byte by byte: every advance binds a time.
+    /// Formats in UTC with microseconds, which PostgreSQL parses exactly:
+    /// `2026-11-22 13:07:22.500000+00`.
     static func format(_ date: Date) -> String {
-        let (seconds, micros) = wholeMicroseconds(date)
-        var time = time_t(seconds)
-        var parts = tm()
-        gmtime_r(&time, &parts)
-        let year = Int(parts.tm_year) + 1900
-        guard (0...9999).contains(year) else {
-            // Outside four-digit years (which no order reaches): plain text, as PostgreSQL
-            // reads it.
-            return String(format: "%04d-%02d-%02d %02d:%02d:%02d.%06d+00", year, parts.tm_mon + 1, parts.tm_mday,
-                          parts.tm_hour, parts.tm_min, parts.tm_sec, Int(micros))
-        }
-        // "YYYY-MM-DD HH:MM:SS.ffffff+00": 29 bytes.
-        return String(unsafeUninitializedCapacity: 29) { buffer in
-            var index = 0
-            func put(_ value: Int, digits: Int) {
-                var value = value
-                for position in stride(from: index + digits - 1, through: index, by: -1) {
-                    buffer[position] = UInt8(48 + value % 10)
-                    value /= 10
-                }
-                index += digits
-            }
-            func put(_ byte: UInt8) {
-                buffer[index] = byte
-                index += 1
-            }
-            put(year, digits: 4); put(UInt8(ascii: "-"))
-            put(Int(parts.tm_mon) + 1, digits: 2); put(UInt8(ascii: "-"))
-            put(Int(parts.tm_mday), digits: 2); put(UInt8(ascii: " "))
-            put(Int(parts.tm_hour), digits: 2); put(UInt8(ascii: ":"))
-            put(Int(parts.tm_min), digits: 2); put(UInt8(ascii: ":"))
-            put(Int(parts.tm_sec), digits: 2); put(UInt8(ascii: "."))
-            put(Int(micros), digits: 6)
-            put(UInt8(ascii: "+")); put(UInt8(ascii: "0")); put(UInt8(ascii: "0"))
-            return index
-        }
+        ISO8601Timestamp.formatForPostgres(ISO8601Timestamp.Instant(date))
     }
 
-    /// Parses `YYYY-MM-DD HH:MM:SS[.ffffff][+HH[:MM[:SS]]]`, the ISO output style.
+    /// Parses the ISO output style, `YYYY-MM-DD HH:MM:SS[.ffffff][+HH[:MM[:SS]]]`; without an
+    /// offset (a `timestamp` column) the time reads as UTC.
     static func parse(_ text: String) -> Date? {
-        let bytes = Array(text.utf8)
-        var index = 0
-        func number(_ digits: Int) -> Int? {
-            guard index + digits <= bytes.count else { return nil }
-            var value = 0
-            for _ in 0..<digits {
-                let byte = bytes[index]
-                guard byte >= 48 && byte <= 57 else { return nil }
-                value = value * 10 + Int(byte - 48)
-                index += 1
-            }
-            return value
-        }
-        func expect(_ byte: UInt8) -> Bool {
-            guard index < bytes.count, bytes[index] == byte else { return false }
-            index += 1
-            return true
-        }
-        guard let year = number(4), expect(45), let month = number(2), expect(45), let day = number(2),
-              expect(32) || expect(84), let hour = number(2), expect(58), let minute = number(2),
-              expect(58), let second = number(2)
-        else { return nil }
-        // Microseconds: PostgreSQL writes at most six digits; any further ones are dropped.
-        var micros = 0
-        if expect(46) {
-            var digits = 0
-            while index < bytes.count, bytes[index] >= 48, bytes[index] <= 57 {
-                if digits < 6 {
-                    micros = micros * 10 + Int(bytes[index] - 48)
-                    digits += 1
-                }
-                index += 1
-            }
-            for _ in digits..<6 { micros *= 10 }
-        }
-        var offsetSeconds = 0
-        if index < bytes.count {
-            let sign: Int
-            if expect(43) { sign = 1 } else if expect(45) { sign = -1 } else if expect(90) { sign = 0 } else { return nil }
-            if sign != 0 {
-                guard let oh = number(2) else { return nil }
-                var om = 0
-                var os = 0
-                if expect(58) { guard let m = number(2) else { return nil }; om = m }
-                if expect(58) { guard let s = number(2) else { return nil }; os = s }
-                offsetSeconds = sign * (oh * 3600 + om * 60 + os)
-            }
-        }
-        guard index == bytes.count else { return nil }
-        // Days from the civil date (proleptic Gregorian), avoiding Calendar on the hot path.
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let mp = (month + 9) % 12
-        let doy = (153 * mp + 2) / 5 + day - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        let days = era * 146_097 + doe - 719_468
-        return date(seconds: Int64(days * 86_400 + hour * 3600 + minute * 60 + second - offsetSeconds), micros: Int64(micros))
+        ISO8601Timestamp.parse(text, zone: .optional)?.date
     }
 }

@@ -1,5 +1,6 @@
-/// Worst-case size of the APNs JSON body a transition can produce, checked against the 4096-byte
-/// limit when a workflow is loaded.
+/// Worst-case size of the APNs JSON body a transition can produce, checked against APNs' limit
+/// (`APNSLimits.maximumPayloadSize`) when a workflow is loaded. The payload's shape is asked of
+/// `APNSCore`, which encodes it; this type bounds the parts a workflow declares.
 ///
 /// Rule (see docs/workflows.md): every value counts at its largest: a `string(N)` as N bytes
 /// (one byte per character; JSON escaping is not counted), a string without a max length as
@@ -9,10 +10,8 @@
 /// Timestamps count 10 digits. Render checks the real payload against the same limit, so a
 /// payload that gets past this estimate (non-ASCII text, escapes) is still stopped before sending.
 struct PayloadBounds {
-    static let limit = 4096
     /// Bytes assumed for a string with no declared max length.
     static let defaultStringLength = 256
-    static let timestampBytes = 10
     static let dateTextBytes = 24  // 2025-05-01T12:00:00.123Z
 
     let workflow: Workflow
@@ -47,22 +46,13 @@ struct PayloadBounds {
         let (content, largest) = contentBound(transition.content, scope: scope)
         let alert = transition.alert.map { alertBound($0, scope: scope) } ?? 0
         let target = statesByName[transition.to]
-        var aps: [(String, Int)] = [
-            ("timestamp", Self.timestampBytes),
-            ("event", transition.endsActivity ? 5 : 8),
-            ("content-state", content),
-        ]
-        if alert > 0 { aps.append(("alert", alert)) }
-        if target?.staleAfter != nil || markStaleStates.contains(transition.to) {
-            aps.append(("stale-date", Self.timestampBytes))
-        }
-        if let relevance = transition.relevanceScore { aps.append(("relevance-score", JSONValue.double(relevance).jsonByteCount)) }
         // As `Workflow.dismissal(in:)`.
         let dismissal = workflow.isFinal(transition.to) ? (target?.dismissal ?? .systemDefault) : nil
-        if transition.endsActivity, dismissal != .systemDefault {
-            aps.append(("dismissal-date", Self.timestampBytes))
-        }
-        let total = Self.object([("aps", Self.object(aps))])
+        let total = LiveActivityPayload.maximumSize(
+            event: transition.endsActivity ? .end : .update, contentState: content, alert: alert > 0 ? alert : nil,
+            staleDate: target?.staleAfter != nil || markStaleStates.contains(transition.to),
+            dismissalDate: transition.endsActivity && dismissal != .systemDefault,
+            relevanceScore: transition.relevanceScore, attributesType: nil, attributes: nil, inputPushToken: false)
         return Size(total: total, contentState: content, alert: alert, largestField: largest)
     }
 
@@ -85,20 +75,11 @@ struct PayloadBounds {
         }
         let alert = workflow.lifecycle.startAlert.map { alertBound($0, scope: scope) } ?? 0
         let attributes = Self.object(workflow.attributesSchema.map { ($0.name, Self.jsonBound($0.type)) })
-        var aps: [(String, Int)] = [
-            ("timestamp", Self.timestampBytes),
-            ("event", 7),
-            ("content-state", content),
-            ("attributes-type", workflow.attributesType.utf8.count + 2),
-            ("attributes", attributes),
-            ("input-push-token", 1),
-        ]
-        if alert > 0 { aps.append(("alert", alert)) }
-        if let initial = workflow.state(named: workflow.initialState) {
-            if initial.staleAfter != nil { aps.append(("stale-date", Self.timestampBytes)) }
-            if let relevance = initial.relevanceScore { aps.append(("relevance-score", JSONValue.double(relevance).jsonByteCount)) }
-        }
-        let total = Self.object([("aps", Self.object(aps))])
+        let initial = workflow.state(named: workflow.initialState)
+        let total = LiveActivityPayload.maximumSize(
+            event: .start, contentState: content, alert: alert > 0 ? alert : nil, staleDate: initial?.staleAfter != nil,
+            dismissalDate: false, relevanceScore: initial?.relevanceScore, attributesType: workflow.attributesType,
+            attributes: attributes, inputPushToken: true)
         return Size(total: total, contentState: content, alert: alert, largestField: largest)
     }
 
@@ -142,9 +123,8 @@ struct PayloadBounds {
     }
 
     func alertBound(_ alert: AlertSpec, scope: TemplateScope) -> Int {
-        var entries = [("title", textBound(alert.title, scope: scope)), ("body", textBound(alert.body, scope: scope))]
-        if let sound = alert.sound { entries.append(("sound", JSONValue.string(sound).jsonByteCount)) }
-        return Self.object(entries)
+        LiveActivityAlert.maximumSize(title: textBound(alert.title, scope: scope), body: textBound(alert.body, scope: scope),
+                                      sound: alert.sound.map(APNSSound.init(named:)))
     }
 
     func textBound(_ text: TextSpec, scope: TemplateScope) -> Int {
@@ -152,9 +132,8 @@ struct PayloadBounds {
         case .plain(let template):
             return Self.sum([Self.textBound(template.nodes, scope: scope, dot: nil), 2])
         case .localized(let key, let args):
-            let argBounds = args.map { Self.sum([Self.textBound($0.nodes, scope: scope, dot: nil), 2]) }
-            let array = Self.sum([2, Self.sum(argBounds), max(0, args.count - 1)])
-            return Self.object([("loc-key", JSONValue.string(key).jsonByteCount), ("loc-args", array)])
+            return APNSAlertText.maximumLocalizedSize(
+                key: key, argumentSizes: args.map { Self.sum([Self.textBound($0.nodes, scope: scope, dot: nil), 2]) })
         }
     }
 

@@ -34,11 +34,13 @@ public enum LocalizableText: Sendable, Hashable, Codable {
                           args: try container.decodeIfPresent([String].self, forKey: .args) ?? [])
     }
 
-    /// The APNs JSON of this text.
-    public var json: JSONValue {
-        switch self {
-        case .plain(let text): return .string(text)
-        case .localized(let key, let args): return ["loc-key": .string(key), "loc-args": .array(args.map(JSONValue.string))]
+}
+
+extension APNSAlertText {
+    public init(_ text: LocalizableText) {
+        switch text {
+        case .plain(let text): self = .plain(text)
+        case .localized(let key, let args): self = .localized(key: key, arguments: args)
         }
     }
 }
@@ -55,10 +57,23 @@ public struct ActivityAlert: Sendable, Hashable, Codable {
         self.sound = sound
     }
 
-    public var json: JSONValue {
-        var object: [String: JSONValue] = ["title": title.json, "body": body.json]
-        if let sound { object["sound"] = .string(sound) }
-        return .object(object)
+    /// The alert as APNs receives it (and as it is stored).
+    public var json: JSONValue { LiveActivityAlert(self).json }
+}
+
+extension LiveActivityAlert {
+    public init(_ alert: ActivityAlert) {
+        self.init(title: APNSAlertText(alert.title), body: APNSAlertText(alert.body), sound: alert.sound.map(APNSSound.init(named:)))
+    }
+}
+
+extension LiveActivityPayload.Event {
+    public init(_ event: ActivityEvent) {
+        switch event {
+        case .start: self = .start
+        case .update: self = .update
+        case .end: self = .end
+        }
     }
 }
 
@@ -93,23 +108,12 @@ public struct RenderedActivityUpdate: Sendable, Hashable {
         return dismissal?.dismissalDate(endedAt: timestamp)
     }
 
-    /// The APNs JSON body (`{"aps": {…}}`) for this update.
-    public func apnsPayload() -> JSONValue {
-        var aps: [String: JSONValue] = [
-            "timestamp": .int(Self.epochSeconds(timestamp)),
-            "event": .string(event.rawValue),
-            "content-state": contentState,
-        ]
-        if let alert { aps["alert"] = alert.json }
-        if let staleDate { aps["stale-date"] = .int(Self.epochSeconds(staleDate)) }
-        if let relevanceScore { aps["relevance-score"] = .double(relevanceScore) }
-        if let dismissalDate { aps["dismissal-date"] = .int(Self.epochSeconds(dismissalDate)) }
-        return ["aps": .object(aps)]
-    }
-
-    /// Whole seconds since 1970, rounded down: how every date goes into an APNs payload.
-    public static func epochSeconds(_ date: Date) -> Int {
-        Int(date.timeIntervalSince1970.rounded(.down))
+    /// The APNs payload of this update, in the format the `APNSCore` module owns.
+    public func apnsPayload() -> LiveActivityPayload {
+        LiveActivityPayload(
+            event: LiveActivityPayload.Event(event), timestamp: timestamp,
+            contentState: APNSJSONObject(members: contentState.objectValue ?? [:]), alert: alert.map(LiveActivityAlert.init),
+            staleDate: staleDate, dismissalDate: dismissalDate, relevanceScore: relevanceScore)
     }
 }
 
@@ -121,13 +125,13 @@ public struct RenderedActivityStart: Sendable, Hashable {
     /// `event == .start`; its alert is the start alert.
     public var update: RenderedActivityUpdate
 
-    /// The APNs JSON body of the push-to-start.
-    public func apnsPayload() -> JSONValue {
-        guard case .object(let outer) = update.apnsPayload(), case .object(var aps)? = outer["aps"] else { return [:] }
-        aps["attributes-type"] = .string(attributesType)
-        aps["attributes"] = attributes
-        aps["input-push-token"] = 1
-        return ["aps": .object(aps)]
+    /// The APNs payload of the push-to-start, in the format the `APNSCore` module owns.
+    public func apnsPayload() -> LiveActivityPayload {
+        var payload = update.apnsPayload()
+        payload.attributesType = attributesType
+        payload.attributes = APNSJSONObject(members: attributes.objectValue ?? [:])
+        payload.inputPushToken = true
+        return payload
     }
 }
 
@@ -187,7 +191,7 @@ public struct DataValidationError: Error, Sendable, Hashable, CustomStringConver
 public enum DataLimits {
     /// No text value may be longer than this in UTF-8: it could never fit in an APNs payload.
     /// (`string(N)` counts characters; a "character" with many combining marks is many bytes.)
-    public static let maximumTextBytes = 4096
+    public static let maximumTextBytes = APNSLimits.maximumPayloadSize
     /// An input date (an ETA) may lie at most this far ahead of the transition time…
     public static let maximumInputDateAhead: TimeInterval = 366 * 86_400
     /// …and at most this far behind it (clocks differ; an ETA hours old is a mistake).
@@ -699,11 +703,11 @@ struct Renderer {
         return .object(result)
     }
 
-    static func checkSize(_ payload: JSONValue, context: String) throws {
-        let size = payload.jsonByteCount
-        if size > PayloadBounds.limit {
+    static func checkSize(_ payload: LiveActivityPayload, context: String) throws {
+        let size = payload.encodedSize
+        if size > APNSLimits.maximumPayloadSize {
             throw RenderError(code: .payloadTooLarge, context: context, field: nil,
-                              message: "the APNs payload would be \(size) bytes, over the \(PayloadBounds.limit)-byte limit APNs accepts; shorten the text values given (attributes or input)")
+                              message: "the APNs payload would be \(size) bytes, over the \(APNSLimits.maximumPayloadSize)-byte limit APNs accepts; shorten the text values given (attributes or input)")
         }
     }
 }

@@ -28,8 +28,8 @@ public struct Template: Sendable, Hashable, CustomStringConvertible {
         // No longer template fits in an APNs payload, and swift-mustache takes time quadratic in
         // the number of tags to compile one (a 1 MB template of tags: minutes).
         let length = source.utf8.count
-        guard length <= PayloadBounds.limit else {
-            throw ParseError(message: "the template is \(length) bytes long, more than the \(PayloadBounds.limit) bytes a whole APNs payload may have; shorten it")
+        guard length <= APNSLimits.maximumPayloadSize else {
+            throw ParseError(message: "the template is \(length) bytes long, more than the \(APNSLimits.maximumPayloadSize) bytes a whole APNs payload may have; shorten it")
         }
         var scanner = TemplateScanner(source: source)
         let nodes = try scanner.parse()

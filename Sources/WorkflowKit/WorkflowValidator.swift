@@ -338,15 +338,15 @@ struct WorkflowValidator {
         for (from, transition) in expanded {
             guard let spec = specs["\(from)->\(transition.to.value)"] else { continue }
             let size = bounds.update(spec)
-            if size.total > PayloadBounds.limit {
-                error("transition `\(spec.from) -> \(spec.to)` can produce an APNs payload of up to \(size.total) bytes, over the \(PayloadBounds.limit)-byte limit (\(size.breakdown)); lower the `max-length` of string fields (`string(N)`), shorten alert texts, or send less in the ContentState",
+            if size.total > APNSLimits.maximumPayloadSize {
+                error("transition `\(spec.from) -> \(spec.to)` can produce an APNs payload of up to \(size.total) bytes, over the \(APNSLimits.maximumPayloadSize)-byte limit (\(size.breakdown)); lower the `max-length` of string fields (`string(N)`), shorten alert texts, or send less in the ContentState",
                       at: transition.fromAny ? transition.position : (transition.from.first { $0.value == from }?.position ?? transition.position))
             }
         }
         if lifecycle.start == .pushToStart || lifecycle.onTimeLimit == .restart {
             let size = bounds.start()
-            if size.total > PayloadBounds.limit {
-                error("the push-to-start can produce an APNs payload of up to \(size.total) bytes, over the \(PayloadBounds.limit)-byte limit (\(size.breakdown)); lower `max-length`s of attributes and ContentState strings, or shorten the start alert",
+            if size.total > APNSLimits.maximumPayloadSize {
+                error("the push-to-start can produce an APNs payload of up to \(size.total) bytes, over the \(APNSLimits.maximumPayloadSize)-byte limit (\(size.breakdown)); lower `max-length`s of attributes and ContentState strings, or shorten the start alert",
                       at: lifecycleStartPosition)
             }
         }

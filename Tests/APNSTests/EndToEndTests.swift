@@ -31,7 +31,7 @@ struct EndToEndTests {
             #expect(push.keyID == TestCredentials.keyID)
             #expect(push.aps?["event"]?.stringValue == "update")
             #expect(push.aps?["timestamp"]?.integerValue == 1_700_000_000)
-            #expect(push.aps?["content-state"] == .object(["status": .string("cooking"), "etaMinutes": .integer(12)]))
+            #expect(push.aps?["content-state"] == .object(["status": .string("cooking"), "etaMinutes": .int(12)]))
             #expect(fixture.server.rejectedCount == 0)
         }
     }

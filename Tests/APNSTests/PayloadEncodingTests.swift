@@ -131,7 +131,7 @@ struct PayloadEncodingTests {
     func escaping() throws {
         let payload = AlertPayload(title: "Tab\tquote\" back\\slash", body: "line\nbreak \u{1}ctl ünïcode 🍕")
         let body = try payload.encoded()
-        let parsed = try LocalAPNSJSON.parse(body)
+        let parsed = try JSONValue(parsing: body)
         #expect(parsed["aps"]?["alert"]?["title"]?.stringValue == "Tab\tquote\" back\\slash")
         #expect(parsed["aps"]?["alert"]?["body"]?.stringValue == "line\nbreak \u{1}ctl ünïcode 🍕")
     }

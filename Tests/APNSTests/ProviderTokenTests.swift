@@ -33,12 +33,12 @@ struct ProviderTokenTests {
         #expect(parts.count == 3)
         #expect(!token.jwt.contains("="))
 
-        let header = try LocalAPNSJSON.parse(Self.decode(parts[0]))
+        let header = try JSONValue(parsing: Self.decode(parts[0]))
         #expect(header == .object(["alg": .string("ES256"), "kid": .string(TestCredentials.keyID)]))
 
         let claimsText = try Self.decode(parts[1])
-        let claims = try LocalAPNSJSON.parse(claimsText)
-        #expect(claims == .object(["iss": .string(TestCredentials.teamID), "iat": .integer(1_700_000_000)]))
+        let claims = try JSONValue(parsing: claimsText)
+        #expect(claims == .object(["iss": .string(TestCredentials.teamID), "iat": .int(1_700_000_000)]))
         #expect(String(decoding: claimsText, as: UTF8.self).contains("\"iat\":1700000000"))
         #expect(token.issuedAt == Date(timeIntervalSince1970: 1_700_000_000))
 

@@ -672,7 +672,7 @@ enum BadInput {
         let now = Date()
         let update = try workflow.render(transition: dispatch, attributes: stored.attributes,
                                          input: ["eta": "+10m", "driver": .string(medium)], previous: stored.content, at: now)
-        #expect(update.apnsPayload().jsonByteCount <= 4096, "the case needs an update that fits")
+        #expect(update.apnsPayload().encodedSize <= 4096, "the case needs an update that fits")
         #expect(throws: RenderError.self, "the case needs a push-to-start that does not fit") {
             try workflow.renderStart(in: "out_for_delivery", attributes: stored.attributes, previous: update.contentState, at: now)
         }

@@ -268,7 +268,7 @@ func eventually(
 
 extension LocalAPNSPush {
     var event: String? { aps?["event"]?.stringValue }
-    var apsTimestamp: Int64? { aps?["timestamp"]?.integerValue }
+    var apsTimestamp: Int64? { aps?["timestamp"]?.integerValue.map(Int64.init) }
     var alertTitle: String? { aps?["alert"]?["title"]?.stringValue }
-    var content: LocalAPNSJSON? { aps?["content-state"] }
+    var content: JSONValue? { aps?["content-state"] }
 }

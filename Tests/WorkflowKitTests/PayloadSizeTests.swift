@@ -47,7 +47,7 @@ struct PayloadSizeTests {
         let transition = try #require(fitting.transition(from: "open", to: "done"))
         let update = try fitting.render(transition: transition, attributes: [:],
                                         input: ["note": .string(String(repeating: "n", count: 3963))], at: transitionTime)
-        #expect(update.apnsPayload().jsonByteCount == 4096)
+        #expect(update.apnsPayload().encodedSize == 4096)
         // Non-ASCII text counts more bytes than characters: the render-time check stops it
         // (2000 "é" are 4000 bytes, under the limit for one text, but the payload is 4133).
         #expect {

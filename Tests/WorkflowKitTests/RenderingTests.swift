@@ -134,7 +134,7 @@ struct RenderingTests {
         #expect(start.update.alert == ActivityAlert(title: .plain("Order A-1042 received"),
                                                     body: .plain("Pizza Place has your order."), sound: "default"))
         #expect(try food.renderStartAlert(attributes: foodAttributes, at: transitionTime) == start.update.alert)
-        let aps = start.apnsPayload()["aps"]
+        let aps = start.apnsPayload().json["aps"]
         #expect(aps?["event"] == "start")
         #expect(aps?["timestamp"] == 1_746_100_800)
         #expect(aps?["attributes-type"] == "FoodOrderAttributes")
@@ -157,7 +157,7 @@ struct RenderingTests {
         #expect(update.priority == 10)
         #expect(update.event == .update)
         #expect(update.dismissal == nil)
-        let aps = update.apnsPayload()["aps"]
+        let aps = update.apnsPayload().json["aps"]
         #expect(aps?["stale-date"] == .int(1_746_100_800 + 1800))
         #expect(aps?["relevance-score"] == 100.0)
         #expect(aps?["dismissal-date"] == nil)
@@ -183,7 +183,7 @@ struct RenderingTests {
         #expect(delivered.event == .end)
         #expect(delivered.dismissal == .after(WorkflowDuration(seconds: 1800)))
         #expect(delivered.dismissalDate == later.addingTimeInterval(1800))
-        #expect(delivered.apnsPayload()["aps"]?["dismissal-date"] == .int(1_746_100_800 + 1200 + 1800))
+        #expect(delivered.apnsPayload().json["aps"]?["dismissal-date"] == .int(1_746_100_800 + 1200 + 1800))
         // A date from the previous ContentState (2001-based seconds) passes through a template.
         let ready = try food.render(transition: food.transition(from: "in_progress", to: "ready")!, attributes: foodAttributes,
                                     input: [:], previous: dispatched.contentState, at: later)

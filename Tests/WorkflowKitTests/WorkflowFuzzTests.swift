@@ -387,10 +387,10 @@ enum AcceptedWorkflowCheck {
 
         // Rendering with the largest values the schemas allow must work or fail with a render
         // or data error, never crash; a rendered payload is within the APNs limit.
-        func rendered(_ what: String, _ body: () throws -> JSONValue) {
+        func rendered(_ what: String, _ body: () throws -> LiveActivityPayload) {
             do {
                 let payload = try body()
-                if payload.jsonByteCount > 4096 { problems.append("\(what) rendered \(payload.jsonByteCount) bytes") }
+                if payload.encodedSize > 4096 { problems.append("\(what) rendered \(payload.encodedSize) bytes") }
             } catch is RenderError {
             } catch is DataValidationError {
             } catch {

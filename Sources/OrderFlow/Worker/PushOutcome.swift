@@ -186,51 +186,10 @@ extension PlannedPush {
         case .alert(let spec):
             let payload = AlertPayload(
                 title: APNSAlertText(spec.alert.title), body: APNSAlertText(spec.alert.body),
-                sound: spec.alert.sound.map(APNSSound.init),
+                sound: spec.alert.sound.map(APNSSound.init(named:)),
                 threadID: spec.orderID,
                 customData: try APNSJSONObject(value: ["orderID": .string(spec.orderID)]))
             return try APNSRequest(alert: payload, deviceToken: token, bundleID: bundleID, priority: .immediate)
         }
-    }
-}
-
-extension LiveActivityPayload.Event {
-    init(_ event: ActivityEvent) {
-        switch event {
-        case .start: self = .start
-        case .update: self = .update
-        case .end: self = .end
-        }
-    }
-}
-
-extension APNSJSONObject {
-    /// The app-shaped JSON of a rendered value (an object), serialised once: not parsed back.
-    init(value: JSONValue) throws {
-        guard case .object(let members) = value else {
-            throw APNSPayloadError.invalid("a \(value.typeName) is not a JSON object ({…}); content state and attributes must be objects.")
-        }
-        self.init(serializedObject: value.jsonString, keys: Set(members.keys))
-    }
-}
-
-extension APNSAlertText {
-    init(_ text: LocalizableText) {
-        switch text {
-        case .plain(let text): self = .plain(text)
-        case .localized(let key, let args): self = .localized(key: key, arguments: args)
-        }
-    }
-}
-
-extension APNSSound {
-    init(_ name: String) {
-        self = name == "default" ? .default : .named(name)
-    }
-}
-
-extension LiveActivityAlert {
-    init(_ alert: ActivityAlert) {
-        self.init(title: APNSAlertText(alert.title), body: APNSAlertText(alert.body), sound: alert.sound.map(APNSSound.init))
     }
 }

@@ -1,7 +1,10 @@
 import Foundation
 
-/// A JSON value with a deterministic serialization (object keys sorted), used for attributes,
-/// transition inputs, rendered ContentStates and the canonical form of a workflow.
+/// The one JSON value type of OrderFlow: attributes, transition inputs, rendered ContentStates,
+/// the canonical form of a workflow, APNs payloads and provider tokens, and what the local APNs
+/// stand-in reads back. Its serialization is deterministic (object keys sorted by their UTF-8
+/// bytes, no insignificant whitespace, `/` not escaped), and its parser tells `12` (``int(_:)``)
+/// from `12.0` (``double(_:)``) by the text, as APNs' own checks of `aps.timestamp` do.
 public enum JSONValue: Sendable, Hashable {
     case null
     case bool(Bool)
@@ -47,6 +50,12 @@ extension JSONValue {
         case .double(let value) where value.rounded() == value && abs(value) < 9.0e18: return Int(value)
         default: return nil
         }
+    }
+
+    /// The value of an ``int(_:)`` only; `nil` for `12.0` and every other kind.
+    public var integerValue: Int? {
+        if case .int(let value) = self { return value }
+        return nil
     }
 
     /// The value as a `Double`, also for an `int`.
@@ -201,14 +210,14 @@ extension JSONValue {
         }
     }
 
-    /// Parses JSON text.
-    public init(json: String) throws {
-        self = try JSONDecoder().decode(JSONValue.self, from: Data(json.utf8))
+    /// Parses JSON text (RFC 8259).
+    public init(json: String) throws(ParseError) {
+        try self.init(parsing: json.utf8)
     }
 
-    /// Parses JSON data.
-    public init(data: Data) throws {
-        self = try JSONDecoder().decode(JSONValue.self, from: data)
+    /// Parses JSON data (RFC 8259).
+    public init(data: Data) throws(ParseError) {
+        try self.init(parsing: data)
     }
 }
 
@@ -253,6 +262,52 @@ extension JSONValue: CustomStringConvertible {
         return count
     }
 
+    /// The serialization as UTF-8 bytes (the same bytes as ``jsonString``).
+    public var serialized: [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(256)
+        write(into: &bytes)
+        return bytes
+    }
+
+    public func write(into bytes: inout [UInt8]) {
+        switch self {
+        case .null:
+            bytes.append(contentsOf: "null".utf8)
+        case .bool(let value):
+            bytes.append(contentsOf: (value ? "true" : "false").utf8)
+        case .int(let value):
+            bytes.append(contentsOf: String(value).utf8)
+        case .double(let value):
+            bytes.append(contentsOf: JSONValue.format(value).utf8)
+        case .string(let value):
+            JSONValue.writeString(value, into: &bytes)
+        case .array(let values):
+            bytes.append(UInt8(ascii: "["))
+            for (index, value) in values.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                value.write(into: &bytes)
+            }
+            bytes.append(UInt8(ascii: "]"))
+        case .object(let object):
+            bytes.append(UInt8(ascii: "{"))
+            for (index, key) in object.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }).enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                JSONValue.writeString(key, into: &bytes)
+                bytes.append(UInt8(ascii: ":"))
+                object[key]!.write(into: &bytes)
+            }
+            bytes.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// `string` as a JSON string literal, appended as UTF-8.
+    public static func writeString(_ string: String, into bytes: inout [UInt8]) {
+        var text = ""
+        writeString(string, to: &text)
+        bytes.append(contentsOf: text.utf8)
+    }
+
     func write(to output: inout String) {
         switch self {
         case .null:
@@ -293,7 +348,7 @@ extension JSONValue: CustomStringConvertible {
         return "\(value)"
     }
 
-    static func writeString(_ string: String, to output: inout String) {
+    public static func writeString(_ string: String, to output: inout String) {
         output += "\""
         // Most strings need no escape at all: append them whole rather than scalar by scalar.
         if !string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {

@@ -1,65 +1,23 @@
-/// A parsed JSON value, as the local APNs stand-in recorded it.
+/// JSON text (RFC 8259) read into a ``JSONValue``.
 ///
-/// Integers and other numbers are told apart by their text (`12` is ``integer(_:)``, `12.0`
-/// is ``number(_:)``), which is how the stand-in checks that `aps.timestamp` is an integer.
-public enum LocalAPNSJSON: Sendable, Hashable {
-    case object([String: LocalAPNSJSON])
-    case array([LocalAPNSJSON])
-    case string(String)
-    case integer(Int64)
-    case number(Double)
-    case bool(Bool)
-    case null
-
-    /// The member `key` of an object; `nil` for a missing key or a non-object.
-    public subscript(key: String) -> LocalAPNSJSON? {
-        if case .object(let members) = self { return members[key] }
-        return nil
-    }
-
-    public var objectValue: [String: LocalAPNSJSON]? {
-        if case .object(let members) = self { return members }
-        return nil
-    }
-
-    public var arrayValue: [LocalAPNSJSON]? {
-        if case .array(let elements) = self { return elements }
-        return nil
-    }
-
-    public var stringValue: String? {
-        if case .string(let text) = self { return text }
-        return nil
-    }
-
-    /// The value of an ``integer(_:)``; `nil` for any other kind, including `12.0`.
-    public var integerValue: Int64? {
-        if case .integer(let value) = self { return value }
-        return nil
-    }
-
-    /// The value of an ``integer(_:)`` or ``number(_:)``.
-    public var doubleValue: Double? {
-        switch self {
-        case .integer(let value): Double(value)
-        case .number(let value): value
-        default: nil
+/// Hand-written rather than `JSONDecoder`: it keeps `12` and `12.0` apart (``JSONValue/int(_:)``
+/// and ``JSONValue/double(_:)``), which `JSONDecoder` cannot tell through `Decodable`, and it
+/// serves the engine, the CLI and the local APNs stand-in alike.
+extension JSONValue {
+    /// Parses JSON text given as UTF-8 bytes.
+    public init<Bytes: Collection>(parsing bytes: Bytes) throws(ParseError) where Bytes.Element == UInt8 {
+        var parser = Parser(bytes: Array(bytes))
+        do {
+            self = try parser.parseDocument()
+        } catch let error as ParseError {
+            throw error
+        } catch {
+            throw ParseError(offset: 0, message: "\(error)")
         }
     }
 
-    public var boolValue: Bool? {
-        if case .bool(let value) = self { return value }
-        return nil
-    }
-
-    /// Parses JSON text (RFC 8259).
-    public static func parse<Bytes: Collection>(_ bytes: Bytes) throws -> LocalAPNSJSON where Bytes.Element == UInt8 {
-        var parser = Parser(bytes: Array(bytes))
-        return try parser.parseDocument()
-    }
-
     /// Why a text is not JSON, with the byte offset.
-    public struct ParseError: Error, Hashable, CustomStringConvertible {
+    public struct ParseError: Error, Hashable, Sendable, CustomStringConvertible {
         public let offset: Int
         public let message: String
         public var description: String { "invalid JSON at byte \(self.offset): \(self.message)" }
@@ -74,7 +32,7 @@ public enum LocalAPNSJSON: Sendable, Hashable {
             self.bytes = bytes
         }
 
-        mutating func parseDocument() throws -> LocalAPNSJSON {
+        mutating func parseDocument() throws -> JSONValue {
             let value = try self.parseValue()
             self.skipWhitespace()
             guard self.index == self.bytes.count else { throw self.error("unexpected text after the value") }
@@ -94,7 +52,7 @@ public enum LocalAPNSJSON: Sendable, Hashable {
             }
         }
 
-        private mutating func parseValue() throws -> LocalAPNSJSON {
+        private mutating func parseValue() throws -> JSONValue {
             self.skipWhitespace()
             guard self.index < self.bytes.count else { throw self.error("unexpected end of text") }
             switch self.bytes[self.index] {
@@ -121,14 +79,14 @@ public enum LocalAPNSJSON: Sendable, Hashable {
 
         private mutating func enter() throws {
             self.depth += 1
-            guard self.depth <= 64 else { throw self.error("nested more than 64 levels deep") }
+            guard self.depth <= 512 else { throw self.error("nested more than 512 levels deep") }
         }
 
-        private mutating func parseObject() throws -> LocalAPNSJSON {
+        private mutating func parseObject() throws -> JSONValue {
             try self.enter()
             defer { self.depth -= 1 }
             self.index += 1
-            var members: [String: LocalAPNSJSON] = [:]
+            var members: [String: JSONValue] = [:]
             self.skipWhitespace()
             if self.index < self.bytes.count, self.bytes[self.index] == UInt8(ascii: "}") {
                 self.index += 1
@@ -156,11 +114,11 @@ public enum LocalAPNSJSON: Sendable, Hashable {
             }
         }
 
-        private mutating func parseArray() throws -> LocalAPNSJSON {
+        private mutating func parseArray() throws -> JSONValue {
             try self.enter()
             defer { self.depth -= 1 }
             self.index += 1
-            var elements: [LocalAPNSJSON] = []
+            var elements: [JSONValue] = []
             self.skipWhitespace()
             if self.index < self.bytes.count, self.bytes[self.index] == UInt8(ascii: "]") {
                 self.index += 1
@@ -186,7 +144,8 @@ public enum LocalAPNSJSON: Sendable, Hashable {
                 self.index += 1
                 switch byte {
                 case UInt8(ascii: "\""):
-                    return String(decoding: scalars, as: UTF8.self)
+                    guard let text = String(validating: scalars, as: UTF8.self) else { throw self.error("text that is not UTF-8") }
+                    return text
                 case UInt8(ascii: "\\"):
                     guard self.index < self.bytes.count else { throw self.error("unexpected end of text") }
                     let escape = self.bytes[self.index]
@@ -241,7 +200,7 @@ public enum LocalAPNSJSON: Sendable, Hashable {
             return value
         }
 
-        private mutating func parseNumber() throws -> LocalAPNSJSON {
+        private mutating func parseNumber() throws -> JSONValue {
             let start = self.index
             var isInteger = true
             if self.bytes[self.index] == UInt8(ascii: "-") { self.index += 1 }
@@ -276,10 +235,10 @@ public enum LocalAPNSJSON: Sendable, Hashable {
             }
             let text = String(decoding: self.bytes[start..<self.index], as: UTF8.self)
             if isInteger, let value = Int64(text) {
-                return .integer(value)
+                return .int(Int(value))
             }
-            guard let value = Double(text) else { throw self.error("number out of range") }
-            return .number(value)
+            guard let value = Double(text), value.isFinite else { throw self.error("number out of range") }
+            return .double(value)
         }
     }
 }

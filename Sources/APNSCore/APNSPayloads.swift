@@ -1,10 +1,15 @@
 import Foundation
 
-/// An already-encoded JSON object: the app's `ContentState`, its static `attributes`, or custom
-/// data beside `aps`. It is spliced into the payload byte for byte.
+/// A JSON object for the payload: the app's `ContentState`, its static `attributes`, or custom
+/// data beside `aps`. Either already-encoded text, spliced in byte for byte, or a ``JSONValue``
+/// object, serialized (and counted, for the size limit) without an intermediate copy.
 public struct APNSJSONObject: Sendable, Hashable {
-    let bytes: [UInt8]
-    let keys: Set<String>
+    enum Storage: Sendable, Hashable {
+        case encoded(bytes: [UInt8], keys: Set<String>)
+        case value([String: JSONValue])
+    }
+
+    let storage: Storage
 
     /// Encodes `value` as the app will decode it.
     ///
@@ -29,24 +34,53 @@ public struct APNSJSONObject: Sendable, Hashable {
         try self.init(json: json, describing: "the JSON text")
     }
 
-    /// JSON text of an object that the caller (in this package) has just serialised itself, with
-    /// its top-level keys: nothing to parse again. The worker builds one per push.
-    package init(serializedObject text: String, keys: Set<String>) {
-        self.bytes = Array(text.utf8)
-        self.keys = keys
+    /// A rendered value (an object), serialized when the payload is encoded: never parsed back.
+    public init(value: JSONValue) throws {
+        guard case .object(let members) = value else {
+            throw APNSPayloadError.invalid("a \(value.typeName) is not a JSON object ({…}); content state and attributes must be objects.")
+        }
+        storage = .value(members)
+    }
+
+    /// A rendered object, serialized when the payload is encoded.
+    public init(members: [String: JSONValue]) {
+        storage = .value(members)
     }
 
     private init(json: Data, describing source: String) throws {
-        guard let object = try? JSONSerialization.jsonObject(with: json, options: []) as? [String: Any] else {
+        guard case .object(let members)? = try? JSONValue(data: json) else {
             throw APNSPayloadError.invalid("\(source) does not encode to a JSON object ({…}); content state and attributes must be objects.")
         }
-        self.bytes = Array(json)
-        self.keys = Set(object.keys)
+        storage = .encoded(bytes: Array(json), keys: Set(members.keys))
+    }
+
+    var keys: Set<String> {
+        switch storage {
+        case .encoded(_, let keys): keys
+        case .value(let members): Set(members.keys)
+        }
+    }
+
+    /// The bytes this object takes in a payload.
+    var byteCount: Int {
+        switch storage {
+        case .encoded(let bytes, _): bytes.count
+        case .value(let members): JSONValue.object(members).jsonByteCount
+        }
+    }
+
+    func write(into body: inout [UInt8]) {
+        switch storage {
+        case .encoded(let bytes, _): body.append(contentsOf: bytes)
+        case .value(let members): JSONValue.object(members).write(into: &body)
+        }
     }
 
     /// The object's members without the enclosing braces (empty for `{}`).
     var members: ArraySlice<UInt8> {
-        var slice = self.bytes[...]
+        var bytes: [UInt8] = []
+        write(into: &bytes)
+        var slice = bytes[...]
         while let first = slice.first, first != UInt8(ascii: "{") { slice.removeFirst() }
         while let last = slice.last, last != UInt8(ascii: "}") { slice.removeLast() }
         let inner = slice.dropFirst().dropLast()
@@ -72,13 +106,25 @@ public enum APNSAlertText: Sendable, Hashable, ExpressibleByStringLiteral {
         }
     }
 
-    var json: JSONValue {
+    var member: PayloadMember {
         switch self {
         case .plain(let text):
-            .string(text)
+            .value(.string(text))
         case .localized(let key, let arguments):
-            .object(["loc-key": .string(key), "loc-args": .array(arguments.map(JSONValue.string))])
+            Self.localizedMember(key: .value(.string(key)), arguments: .value(.array(arguments.map(JSONValue.string))))
         }
+    }
+
+    /// `{"loc-key": …, "loc-args": […]}`.
+    static func localizedMember(key: PayloadMember, arguments: PayloadMember) -> PayloadMember {
+        .object([("loc-key", key), ("loc-args", arguments)])
+    }
+
+    /// The most bytes a localized text takes: its key, and arguments of which each takes at most
+    /// the given bytes (quotes included).
+    public static func maximumLocalizedSize(key: String, argumentSizes: [Int]) -> Int {
+        let arguments = PayloadMember.size(2, PayloadMember.size(argumentSizes), max(0, argumentSizes.count - 1))
+        return localizedMember(key: .value(.string(key)), arguments: .bound(arguments)).byteCount
     }
 }
 
@@ -94,6 +140,11 @@ public enum APNSSound: Sendable, Hashable {
         case .default: .string("default")
         case .named(let name): .string(name)
         }
+    }
+
+    /// `"default"` is the system's sound; any other name a file's.
+    public init(named name: String) {
+        self = name == "default" ? .default : .named(name)
     }
 }
 
@@ -113,10 +164,22 @@ public struct LiveActivityAlert: Sendable, Hashable {
 
     var isEmpty: Bool { self.title.isEmpty && self.body.isEmpty }
 
-    var json: JSONValue {
-        var members: [String: JSONValue] = ["title": self.title.json, "body": self.body.json]
-        if let sound = self.sound { members["sound"] = sound.json }
+    var member: PayloadMember {
+        Self.member(title: title.member, body: body.member, sound: sound)
+    }
+
+    /// The alert dictionary as it is stored and sent (`sound` inside it).
+    public var json: JSONValue { member.value }
+
+    static func member(title: PayloadMember, body: PayloadMember, sound: APNSSound?) -> PayloadMember {
+        var members = [("title", title), ("body", body)]
+        if let sound { members.append(("sound", .value(sound.json))) }
         return .object(members)
+    }
+
+    /// The most bytes an alert takes whose title and body take at most the given bytes.
+    public static func maximumSize(title: Int, body: Int, sound: APNSSound?) -> Int {
+        member(title: .bound(title), body: .bound(body), sound: sound).byteCount
     }
 }
 
@@ -287,23 +350,69 @@ public struct LiveActivityPayload: Sendable, Hashable {
     ///   lacks its content state, a number is not finite, or the body exceeds 4096 bytes.
     public func encoded() throws -> Data {
         try self.validate()
-        var aps: [String: JSONValue] = [
-            "timestamp": .int(Self.epochSeconds(self.timestamp)),
-            "event": .string(self.event.rawValue),
-        ]
-        if let contentState = self.contentState { aps["content-state"] = .raw(contentState.bytes) }
-        if let alert = self.alert { aps["alert"] = alert.json }
-        if let staleDate = self.staleDate { aps["stale-date"] = .int(Self.epochSeconds(staleDate)) }
-        if let dismissalDate = self.dismissalDate { aps["dismissal-date"] = .int(Self.epochSeconds(dismissalDate)) }
-        if let relevanceScore = self.relevanceScore { aps["relevance-score"] = .double(relevanceScore) }
-        if let attributesType = self.attributesType { aps["attributes-type"] = .string(attributesType) }
-        if let attributes = self.attributes { aps["attributes"] = .raw(attributes.bytes) }
-        if self.inputPushToken { aps["input-push-token"] = .int(1) }
-        let body = JSONValue.object(["aps": .object(aps)]).serialized
-        guard body.count <= APNSLimits.maximumPayloadSize else {
-            throw APNSPayloadError.tooLarge(size: body.count)
+        let body = self.body
+        let size = body.byteCount
+        guard size <= APNSLimits.maximumPayloadSize else {
+            throw APNSPayloadError.tooLarge(size: size)
         }
-        return Data(body)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(size)
+        body.write(into: &bytes)
+        return Data(bytes)
+    }
+
+    /// The bytes ``encoded()`` gives (or would give past the limit), counted without encoding.
+    public var encodedSize: Int { body.byteCount }
+
+    /// The body as a ``JSONValue`` (for reading a payload back, not on the sending path).
+    public var json: JSONValue { body.value }
+
+    private var body: PayloadMember {
+        Self.body(
+            event: event, timestamp: .value(.int(Self.epochSeconds(timestamp))),
+            contentState: contentState.map(PayloadMember.encoded), alert: alert?.member,
+            staleDate: staleDate.map { .value(.int(Self.epochSeconds($0))) },
+            dismissalDate: dismissalDate.map { .value(.int(Self.epochSeconds($0))) },
+            relevanceScore: relevanceScore, attributesType: attributesType,
+            attributes: attributes.map(PayloadMember.encoded), inputPushToken: inputPushToken)
+    }
+
+    /// The payload format, in one place: ``encoded()`` and ``maximumSize(event:contentState:alert:staleDate:dismissalDate:relevanceScore:attributesType:attributes:inputPushToken:)``
+    /// both read it.
+    static func body(
+        event: Event, timestamp: PayloadMember, contentState: PayloadMember?, alert: PayloadMember?,
+        staleDate: PayloadMember?, dismissalDate: PayloadMember?, relevanceScore: Double?, attributesType: String?,
+        attributes: PayloadMember?, inputPushToken: Bool
+    ) -> PayloadMember {
+        var aps: [(String, PayloadMember)] = [("timestamp", timestamp), ("event", .value(.string(event.rawValue)))]
+        if let contentState { aps.append(("content-state", contentState)) }
+        if let alert { aps.append(("alert", alert)) }
+        if let staleDate { aps.append(("stale-date", staleDate)) }
+        if let dismissalDate { aps.append(("dismissal-date", dismissalDate)) }
+        if let relevanceScore { aps.append(("relevance-score", .value(.double(relevanceScore)))) }
+        if let attributesType { aps.append(("attributes-type", .value(.string(attributesType)))) }
+        if let attributes { aps.append(("attributes", attributes)) }
+        if inputPushToken { aps.append(("input-push-token", .value(.int(1)))) }
+        return .object([("aps", .object(aps))])
+    }
+
+    /// Digits of a timestamp in seconds since 1970, up to the year 2286.
+    public static let timestampDigits = 10
+
+    /// The most bytes a payload takes whose parts take at most the given bytes: what a workflow
+    /// is checked against when it is loaded, before any value is known. Dates count
+    /// ``timestampDigits`` digits; `nil` leaves a part out.
+    public static func maximumSize(
+        event: Event, contentState: Int?, alert: Int?, staleDate: Bool, dismissalDate: Bool,
+        relevanceScore: Double?, attributesType: String?, attributes: Int?, inputPushToken: Bool
+    ) -> Int {
+        let date = PayloadMember.bound(timestampDigits)
+        return body(
+            event: event, timestamp: date, contentState: contentState.map(PayloadMember.bound),
+            alert: alert.map(PayloadMember.bound), staleDate: staleDate ? date : nil, dismissalDate: dismissalDate ? date : nil,
+            relevanceScore: relevanceScore, attributesType: attributesType, attributes: attributes.map(PayloadMember.bound),
+            inputPushToken: inputPushToken
+        ).byteCount
     }
 
     private func validate() throws {
@@ -330,8 +439,9 @@ public struct LiveActivityPayload: Sendable, Hashable {
         }
     }
 
-    static func epochSeconds(_ date: Date) -> Int64 {
-        Int64(date.timeIntervalSince1970.rounded(.down))
+    /// Seconds since 1970, rounded down: every date a payload carries.
+    public static func epochSeconds(_ date: Date) -> Int {
+        Int(date.timeIntervalSince1970.rounded(.down))
     }
 }
 
@@ -393,18 +503,18 @@ public struct AlertPayload: Sendable, Hashable {
         if let relevanceScore = self.relevanceScore, !relevanceScore.isFinite {
             throw APNSPayloadError.invalid("relevance-score must be a finite number, not \(relevanceScore).")
         }
-        var alert: [String: JSONValue] = ["title": self.title.json, "body": self.body.json]
-        if let subtitle = self.subtitle { alert["subtitle"] = subtitle.json }
-        var aps: [String: JSONValue] = ["alert": .object(alert)]
-        if let sound = self.sound { aps["sound"] = sound.json }
-        if let badge = self.badge { aps["badge"] = .int(badge) }
-        if let threadID = self.threadID { aps["thread-id"] = .string(threadID) }
-        if let category = self.category { aps["category"] = .string(category) }
-        if let level = self.interruptionLevel { aps["interruption-level"] = .string(level.rawValue) }
-        if let relevanceScore = self.relevanceScore { aps["relevance-score"] = .double(relevanceScore) }
+        var alert = [("title", self.title.member), ("body", self.body.member)]
+        if let subtitle = self.subtitle { alert.append(("subtitle", subtitle.member)) }
+        var aps: [(String, PayloadMember)] = [("alert", .object(alert))]
+        if let sound = self.sound { aps.append(("sound", .value(sound.json))) }
+        if let badge = self.badge { aps.append(("badge", .value(.int(badge)))) }
+        if let threadID = self.threadID { aps.append(("thread-id", .value(.string(threadID)))) }
+        if let category = self.category { aps.append(("category", .value(.string(category)))) }
+        if let level = self.interruptionLevel { aps.append(("interruption-level", .value(.string(level.rawValue)))) }
+        if let relevanceScore = self.relevanceScore { aps.append(("relevance-score", .value(.double(relevanceScore)))) }
 
         var body: [UInt8] = Array("{\"aps\":".utf8)
-        JSONValue.object(aps).write(into: &body)
+        PayloadMember.object(aps).write(into: &body)
         if let customData = self.customData {
             guard !customData.keys.contains("aps") else {
                 throw APNSPayloadError.invalid("Custom data beside aps cannot use the key \"aps\".")
