@@ -145,22 +145,27 @@ struct OutboxStore: Sendable {
         var released: [OrderRow] = []
     }
 
+    /// An activity to write back: its key, whether the row exists, and the merge's decision.
     struct ActivityRow: Sendable, Hashable, Encodable {
         var merchantID: String
         var orderID: String
         var deviceID: String
         var rowExists: Bool
-        var seenToken: String?
-        var clearToken: Bool
-        var status: String
-        var startedAt: Double?
-        var endedAt: Double?
-        var lastSeq: Int
-        var lastAlertSeq: Int
-        var lastTimestamp: Int
-        var lastPushedAt: Double?
-        var nextAttemptAt: Double?
-        var failures: Int
+        var state: ActivityState
+
+        private enum CodingKeys: String, CodingKey {
+            case merchantID, orderID, deviceID, rowExists
+        }
+
+        /// One flat JSON object: the key's fields beside the state's.
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(merchantID, forKey: .merchantID)
+            try container.encode(orderID, forKey: .orderID)
+            try container.encode(deviceID, forKey: .deviceID)
+            try container.encode(rowExists, forKey: .rowExists)
+            try state.encode(to: encoder)
+        }
     }
 
     struct DeadToken: Sendable, Hashable, Encodable {
@@ -216,18 +221,18 @@ struct OutboxStore: Sendable {
                     latency_ms double precision)
             ), activity_rows AS (
                 SELECT * FROM jsonb_to_recordset($3::jsonb) AS r(
-                    merchant_id text, order_id text, device_id text, row_exists boolean, seen_token text,
-                    clear_token boolean, status text, started_at double precision, ended_at double precision,
+                    merchant_id text, order_id text, device_id text, row_exists boolean, seen_update_token text,
+                    clear_update_token boolean, status text, started_at double precision, ended_at double precision,
                     last_seq integer, last_alert_seq integer, last_timestamp bigint, last_pushed_at double precision,
                     next_attempt_at double precision, failures integer)
             ), updated AS (
                 UPDATE activities a SET
-                    status = CASE WHEN a.update_token IS NOT DISTINCT FROM r.seen_token THEN r.status ELSE a.status END,
-                    update_token = CASE WHEN r.clear_token AND a.update_token IS NOT DISTINCT FROM r.seen_token
+                    status = CASE WHEN a.update_token IS NOT DISTINCT FROM r.seen_update_token THEN r.status ELSE a.status END,
+                    update_token = CASE WHEN r.clear_update_token AND a.update_token IS NOT DISTINCT FROM r.seen_update_token
                                         THEN NULL ELSE a.update_token END,
-                    started_at = CASE WHEN a.update_token IS NOT DISTINCT FROM r.seen_token
+                    started_at = CASE WHEN a.update_token IS NOT DISTINCT FROM r.seen_update_token
                                       THEN to_timestamp(r.started_at) ELSE a.started_at END,
-                    ended_at = CASE WHEN a.update_token IS NOT DISTINCT FROM r.seen_token
+                    ended_at = CASE WHEN a.update_token IS NOT DISTINCT FROM r.seen_update_token
                                     THEN to_timestamp(r.ended_at) ELSE a.ended_at END,
                     last_seq = GREATEST(a.last_seq, r.last_seq),
                     last_alert_seq = GREATEST(a.last_alert_seq, r.last_alert_seq),

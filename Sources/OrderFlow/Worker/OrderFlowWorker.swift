@@ -275,13 +275,9 @@ public final class OrderFlowWorker: Service, Sendable {
         let plan = outcome.plan
         completion.deliveries += outcome.deliveries
         if outcome.state != plan.original || !plan.exists {
-            let state = outcome.state
             completion.activities.append(.init(
                 merchantID: plan.merchantID, orderID: plan.orderID, deviceID: plan.device, rowExists: plan.exists,
-                seenToken: state.seenUpdateToken, clearToken: state.clearUpdateToken, status: state.status.rawValue,
-                startedAt: state.startedAt, endedAt: state.endedAt, lastSeq: state.lastSeq,
-                lastAlertSeq: state.lastAlertSeq, lastTimestamp: state.lastTimestamp, lastPushedAt: state.lastPushedAt,
-                nextAttemptAt: state.nextAttemptAt, failures: state.failures))
+                state: outcome.state))
         }
         if let token = outcome.deadPushToStartToken {
             completion.deadPushToStartTokens.append(.init(

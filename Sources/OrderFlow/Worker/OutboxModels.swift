@@ -65,9 +65,9 @@ struct OutboxTransition: Sendable, Hashable, Decodable {
     var rendered: StoredRendering
 }
 
-/// An activity's row as the worker will write it back.
-struct ActivityState: Sendable, Hashable {
-    enum Status: String, Sendable, Hashable {
+/// An activity's row as the worker will write it back (encoded for the store's statement).
+struct ActivityState: Sendable, Hashable, Encodable {
+    enum Status: String, Sendable, Hashable, Encodable {
         case waiting, starting, active, ended, gone, alerts
     }
 
