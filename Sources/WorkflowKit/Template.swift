@@ -68,9 +68,10 @@ public struct Template: Sendable, Hashable, CustomStringConvertible {
             switch node {
             case .text(let text):
                 output += text
-            case .variable(let name, _):
+            case .variable(let name, let transforms):
                 // swift-mustache writes `String(describing:)` of the value; null renders nothing.
-                switch variables[name] {
+                let value = transforms.isEmpty ? variables[name] : TemplateNode.transformed(variables[name], transforms)
+                switch value {
                 case .null: break
                 case .string(let text): output += text
                 case .int(let int): output += String(describing: int)
@@ -78,12 +79,12 @@ public struct Template: Sendable, Hashable, CustomStringConvertible {
                 case .bool(let bool): output += String(describing: bool)
                 case .array, .object, nil: return false
                 }
-            case .section(let name, _, let inverted, let children):
+            case .section(let name, let transforms, let inverted, let children):
                 // A boolean decides; null is absent; any text or number (even "" or 0) is present
                 // and is pushed on the context stack, where it has no children: names inside the
                 // section still resolve from the top, as here.
                 let present: Bool
-                switch variables[name] {
+                switch transforms.isEmpty ? variables[name] : TemplateNode.transformed(variables[name], transforms) {
                 case .null: present = false
                 case .bool(let bool): present = bool
                 case .string, .int, .double: present = true
@@ -138,14 +139,39 @@ indirect enum TemplateNode: Sendable {
     case variable(name: String, transforms: [String])
     case section(name: String, transforms: [String], inverted: Bool, children: [TemplateNode])
 
-    /// No transforms and no names relative to the current object (`.`, `.x`).
+    /// No names relative to the current object (`.`, `.x`), and no transforms but the integer
+    /// ones (`item{{^equalzero(minusone(n))}}s{{/…}}`, the plural idiom).
     var isDirectlyRenderable: Bool {
         switch self {
         case .text: return true
-        case .variable(let name, let transforms): return transforms.isEmpty && !name.hasPrefix(".")
+        case .variable(let name, let transforms):
+            return !name.hasPrefix(".") && transforms.allSatisfy(Self.integerTransforms.contains)
         case .section(let name, let transforms, _, let children):
-            return transforms.isEmpty && !name.hasPrefix(".") && children.allSatisfy(\.isDirectlyRenderable)
+            return !name.hasPrefix(".") && transforms.allSatisfy(Self.integerTransforms.contains)
+                && children.allSatisfy(\.isDirectlyRenderable)
         }
+    }
+
+    /// swift-mustache's transforms of an integer (its `FixedWidthInteger.transform`), which the
+    /// direct path computes the same way.
+    static let integerTransforms: Set<String> = ["equalzero", "plusone", "minusone", "even", "odd"]
+
+    /// `value` after `transforms` (written outermost first, as in `equalzero(minusone(n))`), or
+    /// nil when swift-mustache must render it: a transform of anything but an integer.
+    static func transformed(_ value: JSONValue?, _ transforms: [String]) -> JSONValue? {
+        var value = value
+        for transform in transforms.reversed() {
+            guard case .int(let number) = value else { return nil }
+            switch transform {
+            case "equalzero": value = .bool(number == 0)
+            case "plusone": value = .int(number &+ 1)
+            case "minusone": value = .int(number &- 1)
+            case "even": value = .bool(number & 1 == 0)
+            case "odd": value = .bool(number & 1 == 1)
+            default: return nil
+            }
+        }
+        return value
     }
 }
 

@@ -108,6 +108,28 @@ struct DirectRenderingTests {
         #expect(try Template("{{uppercased(input.driver)}}").render(Renderer.mustacheContext(variables)) == "SAM")
     }
 
+    @Test("integer transforms (the plural idiom) render directly, as swift-mustache renders them")
+    func integerTransforms() throws {
+        let sources = [
+            "item{{^equalzero(minusone(attributes.n))}}s{{/equalzero(minusone(attributes.n))}}",
+            "{{plusone(attributes.n)}} {{minusone(attributes.n)}} {{even(attributes.n)}} {{odd(attributes.n)}} {{equalzero(attributes.n)}}",
+            "{{#odd(plusone(attributes.n))}}even{{/odd(plusone(attributes.n))}}{{^even(attributes.n)}}odd{{/even(attributes.n)}}",
+        ]
+        for source in sources {
+            let template = try Template(source)
+            #expect(template.rendersDirectly, "\(source)")
+            for n in [-3, -1, 0, 1, 2, 3, 1_000_000] {
+                let variables: [String: JSONValue] = ["attributes.n": .int(n)]
+                let direct = try #require(template.renderDirect(variables), "\(source) with \(n)")
+                #expect(direct == template.render(Renderer.mustacheContext(variables)), "\(source) with \(n)")
+            }
+            // Not an integer: swift-mustache decides.
+            #expect(template.renderDirect(["attributes.n": "three"]) == nil)
+        }
+        let plural = try Template("item{{^equalzero(minusone(attributes.n))}}s{{/equalzero(minusone(attributes.n))}}")
+        #expect(plural.renderDirect(["attributes.n": 1]) == "item" && plural.renderDirect(["attributes.n": 2]) == "items")
+    }
+
     @Test func shippedWorkflowsRenderDirectly() throws {
         // Every template of the shipped workflows takes the direct path.
         for name in ["food-order", "ride"] {

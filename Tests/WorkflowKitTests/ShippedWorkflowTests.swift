@@ -30,6 +30,17 @@ struct ShippedWorkflowTests {
         #expect(!workflow.isFinal("ready"))
     }
 
+    @Test("the kitchen's message counts items in good English: 1 item, 0 and 3 items")
+    func itemsArePluralised() throws {
+        let workflow = try loadShipped("food-order")
+        for (count, expected) in [(1, "Luigi's is preparing your 1 item."), (3, "Luigi's is preparing your 3 items."),
+                                  (0, "Luigi's is preparing your 0 items.")] {
+            let attributes: JSONValue = ["merchantName": "Luigi's", "orderNumber": "1042", "itemCount": .int(count)]
+            let update = try workflow.render(state: "in_progress", attributes: attributes, at: Date(timeIntervalSince1970: 1_746_100_800))
+            #expect(update.contentState["message"] == .string(expected))
+        }
+    }
+
     @Test func ridesLoad() throws {
         let workflow = try loadShipped("ride")
         #expect(workflow.initialState == "requested")
