@@ -1,6 +1,7 @@
 import ArgumentParser
 import ConsoleOutput
 import Foundation
+import WorkflowKit
 
 /// `orderflow`: drive Live Activities for orders from the command line.
 @main
@@ -104,10 +105,32 @@ struct OrderFlowCommand: AsyncParsableCommand {
             // The parser quotes stray arguments: a push token given in the wrong place would be
             // printed whole.
             text = Formatting.maskingTokens(in: text)
+            if let suggestion = subcommandSuggestion(for: message, help: help) { text += ". Did you mean '\(suggestion)'?" }
             Terminal.writeError("orderflow: \(text.replacingOccurrences(of: "\n", with: " ")); \(help)")
             return .usage
         }
         return FailureReport.print(error)
+    }
+
+    /// For `orderflow lisst` (an unexpected argument where a command has subcommands), the
+    /// subcommand it was likely meant as: the parser suggests near misses for options only.
+    private static func subcommandSuggestion(for message: String, help: String) -> String? {
+        // "unexpected argument 'lisst'", or "2 unexpected arguments: 'aply', 'x'": the first.
+        guard let phrase = message.range(of: "nexpected argument"),
+              let open = message[phrase.upperBound...].firstIndex(of: "'"),
+              let end = message[message.index(after: open)...].firstIndex(of: "'")
+        else { return nil }
+        let argument = String(message[message.index(after: open)..<end])
+        // The command the parser stopped at, from "see `orderflow deliveries --help`".
+        let path = help.split(separator: " ").map(String.init).filter { !$0.hasPrefix("`") && !$0.hasPrefix("-") && $0 != "see" }
+        var command: any ParsableCommand.Type = OrderFlowCommand.self
+        for name in path {
+            guard let next = command.configuration.subcommands.first(where: { $0._commandName == name }) else { return nil }
+            command = next
+        }
+        let names = command.configuration.subcommands.map { $0._commandName }
+        guard !names.isEmpty else { return nil }
+        return closestMatch(to: argument, in: names)
     }
 
     /// "see `orderflow advance --help`", taken from the parser's full message.

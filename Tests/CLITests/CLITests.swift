@@ -64,6 +64,18 @@ struct OfflineCommandTests {
         let unknown = try await cli.run("frobnicate")
         expectStatus(unknown, 64)
         expectOneLineError(unknown, containing: ["frobnicate"])
+        #expect(!unknown.stderr.contains("Did you mean"), "nothing is near frobnicate: \(unknown)")
+
+        // Near misses of commands are named, as the parser names near misses of options.
+        let typo = try await cli.run("lisst")
+        expectStatus(typo, 64)
+        expectOneLineError(typo, containing: ["'lisst'", "Did you mean 'list'?", "orderflow --help"])
+        let nested = try await cli.run("deliveries", "retyr", "12")
+        expectStatus(nested, 64)
+        expectOneLineError(nested, containing: ["Did you mean 'retry'?", "orderflow deliveries --help"])
+        let option = try await cli.run("list", "--stat", "ready")
+        expectStatus(option, 64)
+        expectOneLineError(option, containing: ["Did you mean '--state'?"])
 
         let tokens = try await cli.run("token", "register", "--device", "d1")
         expectStatus(tokens, 64)
