@@ -35,16 +35,34 @@ struct ShowOrder: AsyncParsableCommand {
         var deliveries: [DeliveryRecord]
     }
 
+    /// The JSON of `show --json`: times as ISO-8601 text, each transition's APNs payload as `aps`.
+    struct ReadableDocument: Encodable {
+        var order: OrderSnapshot
+        var activities: [ActivityInfo]
+        var pendingCommands: Int
+        var transitions: [TransitionRecord.Readable]
+        var deliveries: [DeliveryRecord]
+
+        init(_ document: Document, workflow: Workflow) {
+            order = document.order.readable(in: workflow)
+            activities = document.activities
+            pendingCommands = document.pendingCommands
+            transitions = document.transitions.map { $0.readable(in: workflow) }
+            deliveries = document.deliveries
+        }
+    }
+
     func run() async throws {
         let context = CommandContext.current()
-        let document = try await context.withEngine { engine in
+        let (document, workflow) = try await context.withEngine { engine in
             let details = try await engine.order(orderID)
             let history = try await engine.history(orderID)
-            return Document(order: history.order, activities: details.activities, pendingCommands: details.pendingCommands,
-                            transitions: history.transitions, deliveries: history.deliveries)
+            let document = Document(order: history.order, activities: details.activities, pendingCommands: details.pendingCommands,
+                                    transitions: history.transitions, deliveries: history.deliveries)
+            return (document, output.json ? try await engine.workflow(of: history.order) : nil)
         }
-        if output.json {
-            try context.terminal.writeJSON(document)
+        if let workflow {
+            try context.terminal.writeJSON(ReadableDocument(document, workflow: workflow))
             return
         }
         for line in Self.lines(document, context.terminal) { context.terminal.write(line) }
@@ -147,7 +165,15 @@ struct ListOrders: AsyncParsableCommand {
     func run() async throws {
         let context = CommandContext.current()
         let board = try await context.withEngine { engine in
-            try await Board.load(engine, query: OrderQuery(workflow: filter.workflow, state: filter.state, after: after, limit: filter.limit))
+            var board = try await Board.load(engine, query: OrderQuery(workflow: filter.workflow, state: filter.state, after: after, limit: filter.limit))
+            if output.json {
+                // Content dates as ISO-8601 text, read with each order's pinned workflow version.
+                for index in board.page.orders.indices {
+                    let order = board.page.orders[index].order
+                    board.page.orders[index].order = order.readable(in: try await engine.workflow(of: order))
+                }
+            }
+            return board
         }
         if output.json {
             try context.terminal.writeJSON(board.page)

@@ -70,9 +70,10 @@ struct OrderCommand: AsyncParsableCommand {
                 let attributes = try TypedValues.object(
                     self.attributes, option: "--attr", schema: stored.workflow.attributesSchema, base: base)
                 let startInput = try TypedValues.object(input, option: "--input", schema: stored.workflow.lifecycle.startInputs)
-                return try await engine.createOrder(NewOrder(
+                let order = try await engine.createOrder(NewOrder(
                     orderID: orderID, workflow: workflow, workflowVersion: stored.version, attributes: attributes,
                     input: startInput, idempotencyKey: idempotencyKey, actor: context.actor))
+                return output.json ? order.readable(in: stored.workflow) : order
             }
             if output.json {
                 try context.terminal.writeJSON(order)
@@ -134,16 +135,18 @@ struct Advance: AsyncParsableCommand {
         if let eta { values["eta"] = .string(try TypedValues.eta(eta)) }
         if let driver { values["driver"] = .string(driver) }
         if let reason { values["reason"] = .string(reason) }
-        let result = try await context.withEngine { engine in
-            var transitionInput = JSONValue.object(values)
-            if !input.isEmpty {
-                transitionInput = try await typedInput(engine, base: values)
+        let outcome = try await context.withEngine { engine in
+            try await TransitionOutput.result(engine, json: output.json) {
+                var transitionInput = JSONValue.object(values)
+                if !input.isEmpty {
+                    transitionInput = try await typedInput(engine, base: values)
+                }
+                return try await engine.advance(
+                    orderID, to: target, input: transitionInput, idempotencyKey: idempotencyKey, expectedState: expect,
+                    actor: context.actor)
             }
-            return try await engine.advance(
-                orderID, to: target, input: transitionInput, idempotencyKey: idempotencyKey, expectedState: expect,
-                actor: context.actor)
         }
-        try TransitionOutput.print(result, context: context, json: output.json)
+        try TransitionOutput.print(outcome, context: context)
     }
 
     /// `--input` typed by the declaration of the transition TARGET names. When the transition
@@ -182,18 +185,37 @@ struct Cancel: AsyncParsableCommand {
 
     func run() async throws {
         let context = CommandContext.current()
-        let result = try await context.withEngine { engine in
-            try await engine.cancel(orderID, reason: reason, idempotencyKey: idempotencyKey, actor: context.actor)
+        let outcome = try await context.withEngine { engine in
+            try await TransitionOutput.result(engine, json: output.json) {
+                try await engine.cancel(orderID, reason: reason, idempotencyKey: idempotencyKey, actor: context.actor)
+            }
         }
-        try TransitionOutput.print(result, context: context, json: output.json)
+        try TransitionOutput.print(outcome, context: context)
     }
 }
 
 /// What `advance` and `cancel` print.
 enum TransitionOutput {
-    static func print(_ result: AdvanceResult, context: CommandContext, json: Bool) throws {
-        if json {
-            try context.terminal.writeJSON(result)
+    /// `advance --json`: times as ISO-8601 text, the transition's APNs payload as `aps`.
+    struct Readable: Encodable {
+        var order: OrderSnapshot
+        var transition: TransitionRecord.Readable
+        var replayed: Bool
+    }
+
+    /// The result and, for `--json`, the workflow its values are read with.
+    static func result(
+        _ engine: OrderFlowEngine, json: Bool, _ advance: () async throws -> AdvanceResult
+    ) async throws -> (AdvanceResult, Workflow?) {
+        let result = try await advance()
+        return (result, json ? try await engine.workflow(of: result.order) : nil)
+    }
+
+    static func print(_ outcome: (AdvanceResult, Workflow?), context: CommandContext) throws {
+        let (result, workflow) = outcome
+        if let workflow {
+            try context.terminal.writeJSON(Readable(order: result.order.readable(in: workflow),
+                                                    transition: result.transition.readable(in: workflow), replayed: result.replayed))
             return
         }
         let terminal = context.terminal

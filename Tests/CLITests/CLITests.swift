@@ -16,6 +16,14 @@ private func expectOneLineError(_ result: CLI.Result, containing fragments: [Str
     }
 }
 
+/// An ISO-8601 time with or without fractional seconds.
+private func isoDate(_ text: String) -> Date? {
+    let formatter = ISO8601DateFormatter()
+    if let date = formatter.date(from: text) { return date }
+    formatter.formatOptions.insert(.withFractionalSeconds)
+    return formatter.date(from: text)
+}
+
 private let foodAttributes = ["--attr", "merchantName=Luigi's", "--attr", "orderNumber=1042", "--attr", "itemCount=3"]
 
 @Suite("orderflow without a database")
@@ -426,6 +434,20 @@ struct DatabaseCommandTests {
         let firstTime = try #require(transitions.first?["occurredAt"] as? String)
         #expect(ISO8601DateFormatter().date(from: firstTime) != nil, "JSON times are ISO-8601: \(firstTime)")
         #expect((showJSON["deliveries"] as? [Any])?.isEmpty == true)
+        // Every time is ISO-8601, content dates included; the APNs payload is shown exactly as
+        // APNs receives it, under `aps`: epoch seconds, and the app's 2001-based content dates.
+        let dispatch = try #require(transitions.first { $0["to"] as? String == "out_for_delivery" })
+        let eta = try #require((dispatch["content"] as? [String: Any])?["eta"] as? String, "\(dispatch)")
+        #expect(isoDate(eta) != nil, "content dates are ISO-8601: \(eta)")
+        let aps = try #require(dispatch["aps"] as? [String: Any], "\(dispatch)")
+        let sentETA = try #require((aps["content-state"] as? [String: Any])?["eta"] as? Double)
+        #expect(abs(Date(timeIntervalSinceReferenceDate: sentETA).timeIntervalSince(try #require(isoDate(eta)))) < 0.001)
+        #expect(aps["timestamp"] is Int && aps["event"] as? String == "update" && dispatch["rendered"] == nil)
+        let current = try #require((showJSON["order"] as? [String: Any])?["content"] as? [String: Any])
+        #expect(!(current["eta"] is Double), "the order's content has no 2001-based date: \(current)")
+        let listed = try #require(try (try await cli.run("list", "--json")).json() as? [String: Any])
+        let listedOrder = try #require(((listed["orders"] as? [[String: Any]])?.first?["order"]) as? [String: Any])
+        #expect(!((listedOrder["content"] as? [String: Any])?["eta"] is Double), "\(listedOrder)")
 
         let missingShow = try await cli.run("show", "9999")
         expectStatus(missingShow, 66)
