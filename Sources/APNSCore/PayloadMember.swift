@@ -27,17 +27,9 @@ enum PayloadMember: Sendable {
         }
     }
 
-    static func size(_ parts: Int...) -> Int { size(parts) }
+    static func size(_ parts: Int...) -> Int { PayloadSize.sum(parts) }
 
-    static func size(_ parts: [Int]) -> Int {
-        var total = 0
-        for part in parts {
-            let (sum, overflow) = total.addingReportingOverflow(part)
-            if overflow { return .max }
-            total = sum
-        }
-        return total
-    }
+    static func size(_ parts: [Int]) -> Int { PayloadSize.sum(parts) }
 
     /// Appends the part's JSON; a ``bound(_:)`` has none and is never written.
     func write(into bytes: inout [UInt8]) {
@@ -72,5 +64,20 @@ enum PayloadMember: Sendable {
         case .object(let members):
             return .object(Dictionary(members.map { ($0.0, $0.1.value) }, uniquingKeysWith: { _, last in last }))
         }
+    }
+}
+
+/// Sizes of payload parts, added without trapping.
+public enum PayloadSize {
+    /// The sum of `sizes`, or `Int.max` where it would overflow (a bound of an absurd schema,
+    /// still over every limit).
+    public static func sum(_ sizes: [Int]) -> Int {
+        var total = 0
+        for size in sizes {
+            let (result, overflow) = total.addingReportingOverflow(size)
+            if overflow { return .max }
+            total = result
+        }
+        return total
     }
 }

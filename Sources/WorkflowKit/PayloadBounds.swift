@@ -141,15 +141,10 @@ struct PayloadBounds {
 
     /// Sizes add up and multiply without trapping: they stop at `Int.max`, which is still over
     /// the limit. Absurd schemas get there: `string(9223372036854775807)`, or sections over
-    /// `[T; 10]` arrays nested 19 deep (10^19 repetitions).
+    /// `[T; 10]` arrays nested 19 deep (10^19 repetitions). Sums are APNSCore's, which bounds the
+    /// payload's own shape the same way.
     static func sum(_ sizes: [Int]) -> Int {
-        var total = 0
-        for size in sizes {
-            let (result, overflow) = total.addingReportingOverflow(size)
-            if overflow { return .max }
-            total = result
-        }
-        return total
+        PayloadSize.sum(sizes)
     }
 
     static func product(_ a: Int, _ b: Int) -> Int {
