@@ -179,6 +179,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "CLITests", dependencies: ["OrderFlowTesting", "LocalAPNS"]),
+        .testTarget(name: "TextOutputTests", dependencies: ["ConsoleOutput", "OrderFlowDemo", "OrderFlowTesting"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -55,9 +55,11 @@ struct DeliveriesCommand: AsyncParsableCommand {
             var table = TextTable(header: ["ID", "TIME", "ORDER", "DEVICE", "EVENT", "PRIO", "TOKEN", "OUTCOME", "ALERT"], rightAligned: [0])
             for delivery in deliveries {
                 table.append([
-                    String(delivery.id), Formatting.localTime(delivery.attemptedAt), delivery.orderID, delivery.deviceID,
-                    delivery.event, String(delivery.priority), "\(delivery.tokenKind) \(Formatting.tokenSuffix(delivery.tokenSuffix))",
-                    DeliveriesCommand.outcome(delivery, terminal), delivery.alertTitle ?? "",
+                    // Stored values, escaped before they are padded (see `ShowOrder.lines`).
+                    String(delivery.id), Formatting.localTime(delivery.attemptedAt), Formatting.escaped(delivery.orderID),
+                    Formatting.escaped(delivery.deviceID), Formatting.escaped(delivery.event), String(delivery.priority),
+                    "\(Formatting.escaped(delivery.tokenKind)) \(Formatting.tokenSuffix(delivery.tokenSuffix))",
+                    DeliveriesCommand.outcome(delivery, terminal), Formatting.escaped(delivery.alertTitle ?? ""),
                 ])
             }
             for line in table.render(terminal) { terminal.write(line) }
@@ -92,7 +94,7 @@ struct DeliveriesCommand: AsyncParsableCommand {
     static func outcome(_ delivery: DeliveryRecord, _ terminal: Terminal) -> String {
         var text = delivery.outcome.rawValue
         if let status = delivery.status { text += " \(status)" }
-        if let reason = delivery.reason, !reason.isEmpty { text += " \(reason)" }
+        if let reason = delivery.reason, !reason.isEmpty { text += " \(Formatting.escaped(reason))" }
         switch delivery.outcome {
         case .sent: return terminal.styled(text, .green)
         case .retry: return terminal.styled(text, .yellow)
