@@ -80,8 +80,24 @@ struct DeliveriesCommand: AsyncParsableCommand {
                   orderflow deliveries retry 42
                 """)
 
-        @Argument(help: ArgumentHelp("The delivery's id (from `deliveries list --failed`).", valueName: "id"))
-        var id: Int64
+        /// The id as given. Collected as unrecognized words, so that `-1` arrives here as a
+        /// value to refuse for what it is rather than as an unknown flag (options take negative
+        /// values by `parsing: .unconditional`; a positional argument has no such strategy).
+        @Argument(parsing: .allUnrecognized, help: ArgumentHelp("The delivery's id (from `deliveries list --failed`).", valueName: "id"))
+        var given: [String] = []
+
+        var id: Int64 { given.first.flatMap { Int64($0) } ?? 0 }
+
+        func validate() throws {
+            guard let text = given.first else { throw ValidationError("Missing expected argument '<id>'") }
+            guard given.count == 1 else { throw ValidationError("Unexpected argument '\(Formatting.escaped(given[1]))'") }
+            guard let number = Int64(text) else {
+                throw ValidationError("the delivery id `\(Formatting.escaped(text))` is not a whole number; give one from `orderflow deliveries list --failed`")
+            }
+            guard number >= 1 else {
+                throw ValidationError("the delivery id must be 1 or more (ids count from 1, see `orderflow deliveries list --failed`); \(number) is not one")
+            }
+        }
 
         func run() async throws {
             let context = CommandContext.current()

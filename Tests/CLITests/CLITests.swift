@@ -198,6 +198,10 @@ struct OfflineCommandTests {
             (["list", "--limit", "-1"], "--limit must be between 1 and 1000"),
             (["deliveries", "list", "--limit", "-3"], "--limit must be between 1 and 10000"),
             (["order", "create", "x", "--workflow", "food-order", "--version", "-1"], "--version must be 1 or more"),
+            // A negative number as a positional argument is a value too.
+            (["deliveries", "retry", "-1"], "the delivery id must be 1 or more"),
+            (["deliveries", "retry", "0"], "the delivery id must be 1 or more"),
+            (["deliveries", "retry", "forty-two"], "the delivery id `forty-two` is not a whole number"),
         ] {
             let result = try await cli.run(arguments)
             expectStatus(result, 64)
