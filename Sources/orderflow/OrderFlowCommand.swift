@@ -104,7 +104,9 @@ struct OrderFlowCommand: AsyncParsableCommand {
             // The parser quotes stray arguments: a push token given in the wrong place would be
             // printed whole.
             text = Formatting.maskingTokens(in: text)
-            Terminal.writeError("orderflow: \(text.replacingOccurrences(of: "\n", with: " ")); \(help)")
+            // It quotes them as given, too: shown as text, never acted on by the terminal.
+            text = Formatting.escaped(text.replacingOccurrences(of: "\n", with: " "))
+            Terminal.writeError("orderflow: \(text); \(help)")
             return .usage
         }
         return FailureReport.print(error)

@@ -92,6 +92,10 @@ struct BadInputCLITests {
             let result = try await cli.run(arguments, environment: environment)
             check.expect(label, category: "text policy", result, status: 65, mentioning: fragments)
         }
+        // The parser's own refusal quotes the stray argument: escaped as well (exit 64).
+        let stray = try await cli.run("show", "1042", "x\u{1B}[2J\u{202E}y")
+        check.expect("a stray argument with ESC and U+202E", category: "text policy", stray, status: 64,
+                     mentioning: ["x\\u{1B}[2J\\u{202E}y"])
         // What the policy lets in: closed direction isolates, and the order is still where it was.
         let accepted = try await cli.run(["order", "create", "1044", "--attr", "merchantName=\u{2067}שלום\u{2069} Pizza"] + food)
         if accepted.status != 0 { check.fail("a closed isolate in an attribute was refused: \(accepted)") }
