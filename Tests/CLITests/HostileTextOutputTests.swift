@@ -23,8 +23,9 @@ struct HostileTextOutputTests {
         try await HostileText.inject(into: database, merchantID: "default", orderID: "1042")
 
         var outputs: [(String, CLI.Result)] = []
+        // At trace, whatever the logs quote is checked too.
         func run(_ arguments: String...) async throws -> CLI.Result {
-            let result = try await cli.run(arguments)
+            let result = try await cli.run(arguments, environment: ["ORDERFLOW_LOG_LEVEL": "trace"])
             outputs.append((arguments.joined(separator: " "), result))
             return result
         }
