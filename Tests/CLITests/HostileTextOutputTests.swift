@@ -51,15 +51,7 @@ struct HostileTextOutputTests {
         #expect(refused.status == 65 && refused.stderr.contains("0\\u{1B}[2J\\u{202E}order"), "\(refused)")
 
         // watch redraws until interrupted.
-        let watching = try cli.start(["watch", "--interval", "200ms"])
-        let deadline = Date().addingTimeInterval(20)
-        while Date() < deadline {
-            let drawn = (try? String(contentsOf: watching.stdoutURL, encoding: .utf8)) ?? ""
-            if drawn.components(separatedBy: "orderflow watch").count > 2 { break }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        watching.interrupt()
-        let watch = try await watching.finish()
+        let watch = try await cli.watchBriefly(["--interval", "200ms"], environment: ["ORDERFLOW_LOG_LEVEL": "trace"])
         #expect(watch.status == 0 && watch.stdout.contains("0\\u{1B}[2J\\u{202E}order"), "\(watch)")
         outputs.append(("watch", watch))
 
