@@ -192,6 +192,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "CLITests", dependencies: ["OrderFlowTesting", "LocalAPNS"]),
+        .testTarget(name: "TextOutputTests", dependencies: ["ConsoleOutput", "OrderFlowDemo", "OrderFlowTesting"]),
     ],
     swiftLanguageModes: [.v6]
 )

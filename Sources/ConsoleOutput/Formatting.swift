@@ -42,7 +42,8 @@ public enum Formatting {
     /// A stored token suffix (already the last characters) shown like a masked token.
     public static func tokenSuffix(_ suffix: String?) -> String {
         guard let suffix, !suffix.isEmpty else { return "-" }
-        return APNSTokenRedaction.redacted(suffix: suffix)
+        // Read back from the database: written by the engine as hex, but shown as text.
+        return escaped(APNSTokenRedaction.redacted(suffix: suffix))
     }
 
     /// `text` with every run of 16 or more hexadecimal characters (a push token, as far as
@@ -83,6 +84,39 @@ public enum Formatting {
             $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "-_./:@%+=,".unicodeScalars.contains($0))
         }
         return plain ? text : "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
+    }
+
+    /// `text` as it may be printed for people: every character a terminal would act on, or
+    /// that changes how the line around it reads, written as `\u{1B}` — control characters
+    /// (C0 including line breaks and tab, DEL, C1), line and paragraph separators, and the
+    /// direction marks, embeddings, overrides and isolates. Escape a stored or given value
+    /// before styling it (styles are escape sequences too) and before padding it in a table
+    /// (one line per row). A backslash is left as it is.
+    public static func escaped(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: isEscaped) else { return text }
+        var result = ""
+        for scalar in text.unicodeScalars {
+            if isEscaped(scalar) {
+                result += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+            } else {
+                result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
+    }
+
+    /// Whether ``escaped(_:)`` writes `scalar` as `\u{…}`.
+    public static func isEscaped(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .control, .lineSeparator, .paragraphSeparator: return true
+        default: return scalar.properties.isBidiControl
+        }
+    }
+
+    /// A value as one word of a command shown to copy: quoted for a POSIX shell
+    /// (``shellQuoted(_:)``), then ``escaped(_:)``.
+    public static func commandWord(_ text: String) -> String {
+        escaped(shellQuoted(text))
     }
 
     /// `1 order`, `3 orders`.

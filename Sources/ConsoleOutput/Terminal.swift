@@ -52,7 +52,27 @@ public struct Terminal: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
-        return String(decoding: try encoder.encode(value), as: UTF8.self)
+        return inert(String(decoding: try encoder.encode(value), as: UTF8.self))
+    }
+
+    /// `json` with the characters JSON may carry raw but a terminal acts on — DEL, C1
+    /// controls, line and paragraph separators, direction controls — written as `\uXXXX`:
+    /// the same JSON value, inert on a screen. (The encoder escapes everything below U+0020
+    /// in strings already; what is left below it is the layout's own line breaks and indent.)
+    static func inert(_ json: String) -> String {
+        func escapes(_ scalar: Unicode.Scalar) -> Bool { scalar.value >= 0x7F && Formatting.isEscaped(scalar) }
+        guard json.unicodeScalars.contains(where: escapes) else { return json }
+        var result = ""
+        for scalar in json.unicodeScalars {
+            if escapes(scalar) {
+                // All of them lie in the Basic Multilingual Plane: one \uXXXX each.
+                let hex = String(scalar.value, radix: 16, uppercase: true)
+                result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            } else {
+                result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
     }
 
     /// Writes a line to standard error.

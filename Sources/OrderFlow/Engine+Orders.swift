@@ -31,6 +31,8 @@ extension OrderFlowEngine {
             let now = Date().asStoredByPostgres
             let attributes = try workflow.validateAttributes(request.attributes, at: now)
             let input = try workflow.validateStartInput(request.input, at: now)
+            try Self.validateContentText(attributes, what: "attribute")
+            try Self.validateContentText(input, what: "start input")
             let rendering = StoredRendering(try workflow.render(state: workflow.initialState, attributes: attributes, input: input, at: now))
             // The push-to-start carries the attributes and the start alert besides the content:
             // it must fit as well, or the activity could never start.
@@ -105,7 +107,8 @@ extension OrderFlowEngine {
     ) async throws -> AdvanceResult {
         try await translatingErrors {
             try Self.validateIdentifier(orderID, what: "order id")
-            try Self.validateIdentifier(target, what: "state or event name", allowEmpty: true)
+            // Blank is no target at all: the workflow's answer lists the choices.
+            try Self.validateIdentifier(target.trimmingCharacters(in: .whitespaces), what: "state or event name", allowEmpty: true)
             try Self.validateIdentifier(idempotencyKey, what: "idempotency key")
             try Self.validateIdentifier(expectedState, what: "expected state")
             try Self.validateIdentifier(actor, what: "actor")
@@ -211,6 +214,7 @@ extension OrderFlowEngine {
         // As stored: the snapshot and record returned equal what a later read (or a replay) gives.
         let now = Date().asStoredByPostgres
         let validInput = try workflow.validateInput(input, for: transition, at: now)
+        try Self.validateContentText(validInput, what: "input")
         let rendering = StoredRendering(try workflow.render(
             transition: transition, attributes: known.attributes, validatedInput: validInput, previous: known.content, at: now))
         let content = PostgresJSONText(rendering.content)

@@ -29,7 +29,8 @@ extension OrderFlowEngine {
         try await translatingErrors {
             try Self.validateIdentifier(query.workflow, what: "workflow name")
             try Self.validateIdentifier(query.state, what: "state name")
-            try Self.validateIdentifier(query.after, what: "page cursor")
+            // The engine's own output, an order id: it may predate the id policy.
+            if let after = query.after { try Self.validateStoredIdentifier(after, what: "page cursor") }
             try await checkFilters(query)
             let rows = try await orderStore.orderPage(workflow: query.workflow, state: query.state, after: query.after, limit: query.limit)
             var summaries: [OrderSummary] = []

@@ -64,6 +64,12 @@ public struct OrderFlowError: Error, Sendable, CustomStringConvertible {
         case _ where error.kind == .connectionFailed && refusal(in: error.message) != nil:
             // The server answered and said no: retrying the same settings cannot help.
             return OrderFlowError(.databaseUnavailable, "\(error.message); \(refusal(in: error.message)!)")
+        case _ where error.isConnectionLoss:
+            // One sentence for every way a connection is cut: where, libpq's or the server's
+            // reason, what to do. (A hint like "the server may have restarted" says no more.)
+            let lost = "lost the connection to PostgreSQL at \(error.context ?? "the server")"
+            let reason = error.message.hasPrefix("lost the connection") ? error.message : "\(lost): \(error.message)"
+            return OrderFlowError(.databaseUnavailable, "\(reason); retry when it is back")
         case _ where error.isConnectionProblem || error.kind == .poolTimeout:
             let advice = (error.hint.flatMap { $0.isEmpty ? nil : $0 + "; " } ?? "") + "retry when it is back"
             return OrderFlowError(.databaseUnavailable, "the database is unavailable (\(error.message)); \(advice)")

@@ -38,7 +38,7 @@ struct DemoReport: Sendable {
     var problem: String? {
         let failed = failedDeliveries
         if !failed.isEmpty {
-            let reasons = Set(failed.map { $0.reason ?? $0.outcome.rawValue }).sorted().joined(separator: ", ")
+            let reasons = Set(failed.map { Formatting.escaped($0.reason ?? $0.outcome.rawValue) }).sorted().joined(separator: ", ")
             return "\(Formatting.count(failed.count, "push", "pushes")) did not go through (\(reasons)); see the timelines above"
         }
         if pushes.isEmpty { return "the local APNs stand-in received no pushes" }
@@ -59,15 +59,18 @@ struct DemoReport: Sendable {
     private func orderLines(_ order: Order, terminal: Terminal, deliveries byID: [UUID: DeliveryRecord]) -> [String] {
         let snapshot = order.history.order
         var lines: [String] = []
-        let title = "Order \(order.label) · \(snapshot.orderID)"
-        lines.append(terminal.styled(title, .bold) + terminal.styled(" · \(snapshot.workflow) · \(attributesLine(snapshot.attributes))", .dim))
+        // Values read back from the database and the APNs stand-in are escaped before they are
+        // styled or padded: shown as text, never acted on by the terminal.
+        let title = "Order \(order.label) · \(Formatting.escaped(snapshot.orderID))"
+        lines.append(terminal.styled(title, .bold)
+            + terminal.styled(" · \(Formatting.escaped(snapshot.workflow)) · \(attributesLine(snapshot.attributes))", .dim))
         lines.append("  " + order.story)
         for activity in order.activities {
             let tokens = holders.filter { $0.value.device == activity.deviceID }
                 .sorted { $0.value.kind > $1.value.kind }
                 .map { "\($0.value.kind) token \(Formatting.maskedToken($0.key))" }
-            let how = activity.status == "alerts" ? "no Live Activity, ordinary alerts" : "Live Activity \(activity.status)"
-            lines.append(terminal.styled("  \(activity.deviceID): \(how) (\(tokens.joined(separator: ", ")))", .dim))
+            let how = activity.status == "alerts" ? "no Live Activity, ordinary alerts" : "Live Activity \(Formatting.escaped(activity.status))"
+            lines.append(terminal.styled("  \(Formatting.escaped(activity.deviceID)): \(how) (\(tokens.joined(separator: ", ")))", .dim))
         }
 
         // The pushes of this order, under the transition each one carries (its newest).
@@ -81,9 +84,10 @@ struct DemoReport: Sendable {
         let widths = (0..<5).map { column in rows.map { visibleWidth($0[column]) }.max() ?? 0 }
 
         for transition in order.history.transitions {
-            let change = transition.from.map { "\($0) → \(transition.to)" } ?? "created in \(transition.to)"
+            let to = Formatting.escaped(transition.to)
+            let change = transition.from.map { "\(Formatting.escaped($0)) → \(to)" } ?? "created in \(to)"
             var line = "  " + terminal.styled(Self.clockTime(transition.occurredAt), .dim) + "  " + terminal.styled(change, .bold)
-            if let event = transition.event { line += "  " + terminal.styled(event, .dim) }
+            if let event = transition.event { line += "  " + terminal.styled(Formatting.escaped(event), .dim) }
             lines.append(line)
             let carried = (bySeq[transition.seq] ?? []).sorted { $0.0.receivedAt < $1.0.receivedAt }
             for (push, delivery) in carried {
@@ -96,7 +100,7 @@ struct DemoReport: Sendable {
                 lines.append(text)
             }
             if carried.isEmpty, let later = orderPushes.first(where: { covers($0.1, transition.seq) && $0.1.seq > transition.seq }) {
-                let event = later.0.aps?["event"]?.stringValue ?? "push"
+                let event = Formatting.escaped(later.0.aps?["event"]?.stringValue ?? "push")
                 lines.append(terminal.styled("      ⋯ merged into the \(event) at \(Self.clockTime(later.0.receivedAt))", .dim))
             }
         }
@@ -111,15 +115,15 @@ struct DemoReport: Sendable {
     /// event, device and token, priority, alert title, what the card shows (+ aps timestamp).
     private func pushCells(_ push: LocalAPNSPush, _ delivery: DeliveryRecord, terminal: Terminal) -> [String] {
         let aps = push.aps
-        let event = push.pushType == "liveactivity" ? (aps?["event"]?.stringValue ?? "?") : "alert"
+        let event = Formatting.escaped(push.pushType == "liveactivity" ? (aps?["event"]?.stringValue ?? "?") : "alert")
         let style: Terminal.Style = switch event {
         case "start": .green
         case "end": .magenta
         case "alert": .yellow
         default: .cyan
         }
-        let who = (holders[push.deviceToken]?.device ?? "?") + " " + Formatting.maskedToken(push.deviceToken)
-        let alert = aps?["alert"]?["title"]?.stringValue.map { "“\($0)”" } ?? terminal.styled("no alert", .dim)
+        let who = Formatting.escaped((holders[push.deviceToken]?.device ?? "?") + " " + Formatting.maskedToken(push.deviceToken))
+        let alert = aps?["alert"]?["title"]?.stringValue.map { "“\(Formatting.escaped($0))”" } ?? terminal.styled("no alert", .dim)
         var shows = push.pushType == "liveactivity" ? Self.contentSummary(aps?["content-state"]) : "ordinary notification"
         if let timestamp = aps?["timestamp"]?.integerValue {
             shows += terminal.styled("  ts \(timestamp)", .dim)
@@ -138,9 +142,9 @@ struct DemoReport: Sendable {
             guard let value = members[key] else { return nil }
             switch (key, value) {
             case ("itemCount", .int(let count)): return Formatting.count(count, "item")
-            case ("pickupAddress", .string(let text)): return "from \(text)"
-            case ("dropoffAddress", .string(let text)): return "to \(text)"
-            case (_, .string(let text)): return text
+            case ("pickupAddress", .string(let text)): return "from \(Formatting.escaped(text))"
+            case ("dropoffAddress", .string(let text)): return "to \(Formatting.escaped(text))"
+            case (_, .string(let text)): return Formatting.escaped(text)
             default: return nil
             }
         }.joined(separator: " · ")
@@ -158,7 +162,7 @@ struct DemoReport: Sendable {
             // Dates in the app's JSON count from 2001-01-01, as Swift's `Date` decodes them.
             parts.append("eta " + Self.hourMinute(Date(timeIntervalSinceReferenceDate: eta)))
         }
-        return parts.isEmpty ? "-" : parts.joined(separator: " · ")
+        return parts.isEmpty ? "-" : Formatting.escaped(parts.joined(separator: " · "))
     }
 
     private func summary(_ terminal: Terminal) -> [String] {
@@ -182,7 +186,7 @@ struct DemoReport: Sendable {
             lines.append("Only the phone without a Live Activity got ordinary alerts, for the steps that carry one.")
         }
         lines.append(terminal.styled(
-            "(\(DemoOutput.seconds(elapsed)) in all. Look again: ORDERFLOW_MERCHANT=\(merchantID) orderflow show \(orders[0].history.order.orderID))",
+            "(\(DemoOutput.seconds(elapsed)) in all. Look again: ORDERFLOW_MERCHANT=\(Formatting.commandWord(merchantID)) orderflow show \(Formatting.commandWord(orders[0].history.order.orderID)))",
             .dim))
         return lines
     }

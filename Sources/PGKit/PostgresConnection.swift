@@ -111,13 +111,21 @@ public actor PostgresConnection {
                 hint: "check that the server is running and that the database URL is right",
                 context: target.hostAndPort)
         }
-        PQsetNoticeReceiver(connection, { _, _ in }, nil)  // notices are not errors; keep stderr clean
+        // libpq's default prints notices on stderr, raw: they go to the logger instead.
+        let notices = NoticeLog(logger: logger, target: configuration.target.hostAndPort)
+        native.noticeLog = notices
+        PQsetNoticeReceiver(connection, { argument, result in
+            guard let argument, let result else { return }
+            Unmanaged<NoticeLog>.fromOpaque(argument).takeUnretainedValue().log(result)
+        }, Unmanaged.passUnretained(notices).toOpaque())
         guard PQisnonblocking(connection) == 1 else {
             throw PostgresError(.connectionFailed, "cannot put the connection into non-blocking mode: \(Self.connectionMessage(connection))")
         }
         // Fixed session settings so that values decode the same on every server.
         do {
             try await query(PostgresQuery(severalStatements: "SET TimeZone TO 'UTC'; SET DateStyle TO 'ISO, YMD'; SET IntervalStyle TO 'iso_8601'"))
+        } catch where error.isConnectionProblem || error.kind == .shutdown {
+            throw error  // cut off, not refused: said as every lost connection is
         } catch {
             throw PostgresError(.connectionFailed, "the server refused the session settings: \(error.message)")
         }
@@ -274,7 +282,9 @@ public actor PostgresConnection {
 
     /// For use after `close()` (or a failed open).
     private var closedError: PostgresError {
-        PostgresError(.connectionLost, "the connection to PostgreSQL at \(configuration.target.hostAndPort) is closed")
+        PostgresError(
+            .connectionLost, "lost the connection to PostgreSQL at \(configuration.target.hostAndPort): it is closed",
+            context: configuration.target.hostAndPort)
     }
 
     /// Ends a statement's turn, closing first if `close()` came meanwhile.
@@ -341,7 +351,7 @@ public actor PostgresConnection {
     private func unwatchable(_ failure: Int32) -> PostgresError {
         let error = PostgresError(
             .connectionLost,
-            "cannot watch the connection to PostgreSQL at \(configuration.target.hostAndPort): \(String(cString: strerror(failure)))",
+            "lost the connection to PostgreSQL at \(configuration.target.hostAndPort): cannot watch its socket (\(String(cString: strerror(failure))))",
             hint: "the process may be out of file descriptors or epoll watches (fs.epoll.max_user_watches)",
             context: configuration.target.hostAndPort)
         close()
@@ -528,6 +538,8 @@ struct NativeResult: ~Copyable {
 /// with `take()`), hence `@unchecked Sendable`.
 final class NativeConnection: @unchecked Sendable {
     var pointer: OpaquePointer?
+    /// The notice receiver's argument: kept until `PQfinish`, after which libpq calls it no more.
+    var noticeLog: NoticeLog?
 
     init(_ pointer: OpaquePointer? = nil) {
         self.pointer = pointer
@@ -542,9 +554,35 @@ final class NativeConnection: @unchecked Sendable {
     func finish() {
         if let pointer { PQfinish(pointer) }
         pointer = nil
+        noticeLog = nil
     }
 
     deinit { finish() }
+}
+
+/// Where a connection's notices go (NOTICE, WARNING, … that a server sends besides results,
+/// from `RAISE NOTICE` or DDL): the connection's logger, at debug (info for a WARNING), with
+/// the server's words in metadata. Never stderr, where they would reach a terminal raw.
+final class NoticeLog: Sendable {
+    let logger: Logger
+    let target: String
+
+    init(logger: Logger, target: String) {
+        self.logger = logger
+        self.target = target
+    }
+
+    func log(_ result: OpaquePointer) {
+        func field(_ code: Character) -> String? {
+            PQresultErrorField(result, Int32(code.asciiValue!)).map { String(cString: $0) }
+        }
+        // `V`: the severity never translated (`S` may be localized).
+        let severity = field("V") ?? field("S") ?? "NOTICE"
+        var metadata: Logger.Metadata = ["postgres.target": "\(target)", "postgres.severity": "\(severity)"]
+        if let state = field("C") { metadata["postgres.sqlstate"] = "\(state)" }
+        if let message = field("M") { metadata["postgres.message"] = "\(message)" }
+        logger.log(level: severity == "WARNING" ? .info : .debug, "postgres notice", metadata: metadata)
+    }
 }
 
 extension PostgresConfiguration {

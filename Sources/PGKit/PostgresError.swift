@@ -61,6 +61,12 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         guard let state = sqlState else { return false }
         return state.hasPrefix("08") || state == "57P01" || state == "57P02" || state == "57P03"
     }
+    /// An open connection broke: lost mid-use, or the server ended the session (`57P01`…`57P03`,
+    /// class `08`). Not a connection that could not be opened (`connectionFailed`).
+    public var isConnectionLoss: Bool {
+        kind == .connectionLost || (kind != .connectionFailed && isConnectionProblem)
+    }
+
     /// Worth retrying the whole operation later: a lost connection, an unreachable server, a
     /// serialization failure or deadlock, a pool that was momentarily exhausted.
     public var isTransient: Bool {

@@ -71,11 +71,14 @@ struct ShowOrder: AsyncParsableCommand {
     static func lines(_ document: Document, _ terminal: Terminal, now: Date = Date()) -> [String] {
         let order = document.order
         var lines: [String] = []
-        lines.append("\(terminal.styled("order \(order.orderID)", .bold))  \(order.workflow) v\(order.workflowVersion)  "
+        // Stored values are escaped (`Formatting.escaped`) before they are styled or padded:
+        // what the database holds is shown as text, never acted on by the terminal.
+        lines.append("\(terminal.styled("order \(Formatting.escaped(order.orderID))", .bold))  \(Formatting.escaped(order.workflow)) v\(order.workflowVersion)  "
             + "\(StateStyle.styled(order.state, isFinal: order.isFinal, terminal)) for \(Formatting.age(since: order.stateEnteredAt, now: now))"
             + (order.isFinal ? " (final)" : ""))
         if case .object(let attributes) = order.attributes, !attributes.isEmpty {
-            let text = attributes.keys.sorted().map { "\($0)=\(plain(attributes[$0]!))" }.joined(separator: ", ")
+            let text = attributes.keys.sorted().map { "\(Formatting.escaped($0))=\(Formatting.escaped(plain(attributes[$0]!)))" }
+                .joined(separator: ", ")
             lines.append(terminal.styled("attributes: \(text)", .dim))
         }
         lines.append("")
@@ -83,11 +86,12 @@ struct ShowOrder: AsyncParsableCommand {
         var timeline = TextTable(header: ["TIME", "TRANSITION", "EVENT", "ACTOR"])
         var pushLines: [Int: [String]] = [:]
         for (index, transition) in document.transitions.enumerated() {
-            let from = transition.from ?? "●"
+            let from = transition.from.map(Formatting.escaped) ?? "●"
             let to = StateStyle.styled(transition.to, isFinal: transition.rendered.isEnd, terminal)
             timeline.append([
                 Formatting.localTime(transition.occurredAt), "\(from) → \(to)",
-                transition.event ?? (transition.from == nil ? "created" : "-"), transition.actor ?? "-",
+                transition.event.map(Formatting.escaped) ?? (transition.from == nil ? "created" : "-"),
+                transition.actor.map(Formatting.escaped) ?? "-",
             ])
             var pushes: [String] = []
             if let alert = transition.rendered.alert {
@@ -107,12 +111,13 @@ struct ShowOrder: AsyncParsableCommand {
         if document.transitions.isEmpty { lines.append("  (no transitions)") }
         lines.append("")
         if document.activities.isEmpty {
-            lines.append("no device follows this order; add one with `orderflow follow \(order.orderID) DEVICE`")
+            lines.append("no device follows this order; add one with `orderflow follow \(Formatting.commandWord(order.orderID)) DEVICE`")
         } else {
             var devices = TextTable(header: ["DEVICE", "ACTIVITY", "TOKEN", "LAST SENT", "PUSHED"])
             for activity in document.activities {
                 devices.append([
-                    activity.deviceID, StateStyle.activity(activity.status, terminal), Formatting.tokenSuffix(activity.tokenSuffix),
+                    Formatting.escaped(activity.deviceID), StateStyle.activity(activity.status, terminal),
+                    Formatting.tokenSuffix(activity.tokenSuffix),
                     activity.lastSeq > 0 ? "#\(activity.lastSeq)" : "-",
                     activity.lastPushedAt.map { Formatting.localTime($0) } ?? "-",
                 ])
@@ -127,9 +132,10 @@ struct ShowOrder: AsyncParsableCommand {
 
     /// `alice-iphone  update  p10  sent 200` (+ reason, + merged count).
     static func deliveryLine(_ delivery: DeliveryRecord, _ terminal: Terminal) -> String {
-        var text = "\(delivery.deviceID)  \(delivery.event)  p\(delivery.priority)  \(delivery.tokenKind) \(Formatting.tokenSuffix(delivery.tokenSuffix))  "
+        var text = "\(Formatting.escaped(delivery.deviceID))  \(Formatting.escaped(delivery.event))  p\(delivery.priority)  "
+            + "\(Formatting.escaped(delivery.tokenKind)) \(Formatting.tokenSuffix(delivery.tokenSuffix))  "
         text += DeliveriesCommand.outcome(delivery, terminal)
-        if let title = delivery.alertTitle { text += "  \"\(title)\"" }
+        if let title = delivery.alertTitle { text += "  \"\(Formatting.escaped(title))\"" }
         if delivery.merged > 1 { text += terminal.styled("  (\(delivery.merged) transitions merged)", .dim) }
         return text
     }
@@ -181,7 +187,7 @@ struct ListOrders: AsyncParsableCommand {
         }
         for line in board.lines(context.terminal, emptyText: "no orders\(filter.describe)") { context.terminal.write(line) }
         if let next = board.page.nextCursor {
-            context.terminal.write(context.terminal.styled("more: orderflow list --after \(next)", .dim))
+            context.terminal.write(context.terminal.styled("more: orderflow list --after \(Formatting.commandWord(next))", .dim))
         }
     }
 }
@@ -316,7 +322,7 @@ struct Board {
             let order = stateOrder[workflow] ?? []
             let byState = Dictionary(grouping: orders, by: \.order.state)
             let states = byState.keys.sorted { (order.firstIndex(of: $0) ?? Int.max, $0) < (order.firstIndex(of: $1) ?? Int.max, $1) }
-            lines.append(terminal.styled(workflow, .bold) + terminal.styled("  \(Formatting.count(orders.count, "order"))", .dim))
+            lines.append(terminal.styled(Formatting.escaped(workflow), .bold) + terminal.styled("  \(Formatting.count(orders.count, "order"))", .dim))
             var table = TextTable(header: ["STATE", "ORDER", "AGE", "IN STATE", "ACTIVITY"], rightAligned: [2, 3])
             for state in states {
                 let group = byState[state]!.sorted { $0.order.stateEnteredAt < $1.order.stateEnteredAt }
@@ -324,7 +330,7 @@ struct Board {
                     let stateCell = index == 0
                         ? StateStyle.styled(state, isFinal: summary.order.isFinal, terminal) + " (\(group.count))" : ""
                     table.append([
-                        stateCell, summary.order.orderID, Formatting.age(since: summary.order.createdAt, now: now),
+                        stateCell, Formatting.escaped(summary.order.orderID), Formatting.age(since: summary.order.createdAt, now: now),
                         Formatting.age(since: summary.order.stateEnteredAt, now: now), activity(summary.activityStatuses, terminal),
                     ])
                 }

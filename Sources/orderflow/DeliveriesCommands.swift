@@ -55,9 +55,11 @@ struct DeliveriesCommand: AsyncParsableCommand {
             var table = TextTable(header: ["ID", "TIME", "ORDER", "DEVICE", "EVENT", "PRIO", "TOKEN", "OUTCOME", "ALERT"], rightAligned: [0])
             for delivery in deliveries {
                 table.append([
-                    String(delivery.id), Formatting.localTime(delivery.attemptedAt), delivery.orderID, delivery.deviceID,
-                    delivery.event, String(delivery.priority), "\(delivery.tokenKind) \(Formatting.tokenSuffix(delivery.tokenSuffix))",
-                    DeliveriesCommand.outcome(delivery, terminal), delivery.alertTitle ?? "",
+                    // Stored values, escaped before they are padded (see `ShowOrder.lines`).
+                    String(delivery.id), Formatting.localTime(delivery.attemptedAt), Formatting.escaped(delivery.orderID),
+                    Formatting.escaped(delivery.deviceID), Formatting.escaped(delivery.event), String(delivery.priority),
+                    "\(Formatting.escaped(delivery.tokenKind)) \(Formatting.tokenSuffix(delivery.tokenSuffix))",
+                    DeliveriesCommand.outcome(delivery, terminal), Formatting.escaped(delivery.alertTitle ?? ""),
                 ])
             }
             for line in table.render(terminal) { terminal.write(line) }
@@ -78,8 +80,24 @@ struct DeliveriesCommand: AsyncParsableCommand {
                   orderflow deliveries retry 42
                 """)
 
-        @Argument(help: ArgumentHelp("The delivery's id (from `deliveries list --failed`).", valueName: "id"))
-        var id: Int64
+        /// The id as given. Collected as unrecognized words, so that `-1` arrives here as a
+        /// value to refuse for what it is rather than as an unknown flag (options take negative
+        /// values by `parsing: .unconditional`; a positional argument has no such strategy).
+        @Argument(parsing: .allUnrecognized, help: ArgumentHelp("The delivery's id (from `deliveries list --failed`).", valueName: "id"))
+        var given: [String] = []
+
+        var id: Int64 { given.first.flatMap { Int64($0) } ?? 0 }
+
+        func validate() throws {
+            guard let text = given.first else { throw ValidationError("Missing expected argument '<id>'") }
+            guard given.count == 1 else { throw ValidationError("Unexpected argument '\(Formatting.escaped(given[1]))'") }
+            guard let number = Int64(text) else {
+                throw ValidationError("the delivery id `\(Formatting.escaped(text))` is not a whole number; give one from `orderflow deliveries list --failed`")
+            }
+            guard number >= 1 else {
+                throw ValidationError("the delivery id must be 1 or more (ids count from 1, see `orderflow deliveries list --failed`); \(number) is not one")
+            }
+        }
 
         func run() async throws {
             let context = CommandContext.current()
@@ -92,7 +110,7 @@ struct DeliveriesCommand: AsyncParsableCommand {
     static func outcome(_ delivery: DeliveryRecord, _ terminal: Terminal) -> String {
         var text = delivery.outcome.rawValue
         if let status = delivery.status { text += " \(status)" }
-        if let reason = delivery.reason, !reason.isEmpty { text += " \(reason)" }
+        if let reason = delivery.reason, !reason.isEmpty { text += " \(Formatting.escaped(reason))" }
         switch delivery.outcome {
         case .sent: return terminal.styled(text, .green)
         case .retry: return terminal.styled(text, .yellow)

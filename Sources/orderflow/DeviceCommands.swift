@@ -87,7 +87,7 @@ struct TokenCommand: AsyncParsableCommand {
                 }
                 throw CLIError(.usage, "no token given", remedy: "give one of --push-to-start, --activity, --device-token")
             }
-            context.terminal.write(message)
+            context.terminal.write(Formatting.escaped(message))
         }
     }
 }
@@ -114,7 +114,7 @@ struct Follow: AsyncParsableCommand {
     func run() async throws {
         let context = CommandContext.current()
         try await context.withEngine { engine in try await engine.follow(orderID: orderID, deviceID: deviceID) }
-        context.terminal.write("device \(deviceID) follows order \(orderID); a worker sends it the current state")
+        context.terminal.write("device \(Formatting.escaped(deviceID)) follows order \(Formatting.escaped(orderID)); a worker sends it the current state")
     }
 }
 
@@ -139,6 +139,6 @@ struct Unfollow: AsyncParsableCommand {
     func run() async throws {
         let context = CommandContext.current()
         try await context.withEngine { engine in try await engine.unfollow(orderID: orderID, deviceID: deviceID) }
-        context.terminal.write("device \(deviceID) no longer follows order \(orderID)")
+        context.terminal.write("device \(Formatting.escaped(deviceID)) no longer follows order \(Formatting.escaped(orderID))")
     }
 }

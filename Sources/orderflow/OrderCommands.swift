@@ -80,8 +80,8 @@ struct OrderCommand: AsyncParsableCommand {
                 return
             }
             let terminal = context.terminal
-            terminal.write("created order \(terminal.styled(order.orderID, .bold)) (\(order.workflow) v\(order.workflowVersion)) in \(StateStyle.styled(order.state, isFinal: order.isFinal, terminal))")
-            terminal.write(terminal.styled("follow it from a device with `orderflow follow \(Formatting.shellQuoted(order.orderID)) DEVICE`", .dim))
+            terminal.write("created order \(terminal.styled(Formatting.escaped(order.orderID), .bold)) (\(Formatting.escaped(order.workflow)) v\(order.workflowVersion)) in \(StateStyle.styled(order.state, isFinal: order.isFinal, terminal))")
+            terminal.write(terminal.styled("follow it from a device with `orderflow follow \(Formatting.commandWord(order.orderID)) DEVICE`", .dim))
         }
     }
 }
@@ -220,10 +220,11 @@ enum TransitionOutput {
         }
         let terminal = context.terminal
         let transition = result.transition
+        // Stored values are escaped before they are styled (see `ShowOrder.lines`).
         let from = transition.from.map { StateStyle.styled($0, isFinal: false, terminal) } ?? "created"
         let to = StateStyle.styled(transition.to, isFinal: result.order.isFinal && transition.to == result.order.state, terminal)
-        var line = "\(terminal.styled(result.order.orderID, .bold)): \(from) → \(to)"
-        if let event = transition.event { line += " (\(event))" }
+        var line = "\(terminal.styled(Formatting.escaped(result.order.orderID), .bold)): \(from) → \(to)"
+        if let event = transition.event { line += " (\(Formatting.escaped(event)))" }
         if result.replayed {
             line += terminal.styled(" — already done at \(Formatting.localTime(transition.occurredAt)) with this idempotency key; nothing changed", .yellow)
         }
@@ -232,15 +233,17 @@ enum TransitionOutput {
             terminal.write(terminal.styled("  alert: \(AlertText.title(alert))", .dim))
         }
         if result.order.isFinal {
-            terminal.write(terminal.styled("  \(result.order.state) is final: the Live Activity ends", .dim))
+            terminal.write(terminal.styled("  \(Formatting.escaped(result.order.state)) is final: the Live Activity ends", .dim))
         }
     }
 }
 
-/// Colours for states on the board and in timelines.
+/// Colours for states on the board and in timelines; the names (read from the database) are
+/// escaped first.
 enum StateStyle {
     static func styled(_ state: String, isFinal: Bool, _ terminal: Terminal) -> String {
-        isFinal ? terminal.styled(state, .magenta) : terminal.styled(state, .cyan)
+        let shown = Formatting.escaped(state)
+        return isFinal ? terminal.styled(shown, .magenta) : terminal.styled(shown, .cyan)
     }
 
     /// An activity status: green when live, yellow while waiting, red when the token is dead.
@@ -250,17 +253,18 @@ enum StateStyle {
         case "waiting", "starting": return terminal.styled(status, .yellow)
         case "gone": return terminal.styled(status, .red)
         case "ended": return terminal.styled(status, .dim)
-        default: return status
+        default: return Formatting.escaped(status)
         }
     }
 }
 
-/// An alert's title as a person reads it.
+/// An alert's title as a person reads it, escaped.
 enum AlertText {
     static func title(_ alert: ActivityAlert) -> String {
         switch alert.title {
-        case .plain(let text): return text
-        case .localized(let key, let args): return args.isEmpty ? key : "\(key)(\(args.joined(separator: ", ")))"
+        case .plain(let text): return Formatting.escaped(text)
+        case .localized(let key, let args):
+            return Formatting.escaped(args.isEmpty ? key : "\(key)(\(args.joined(separator: ", ")))")
         }
     }
 }

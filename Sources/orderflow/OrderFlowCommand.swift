@@ -102,6 +102,9 @@ struct OrderFlowCommand: AsyncParsableCommand {
             let help = helpHint(in: fullMessage(for: error, columns: 1_000))
             var text = message.hasPrefix("Error: ") ? String(message.dropFirst(7)) : message
             if let first = text.first { text = first.lowercased() + text.dropFirst() }
+            // It quotes arguments as given: shown as text, never acted on by the terminal (on one
+            // line: its messages may span several).
+            text = Formatting.escaped(text.replacingOccurrences(of: "\n", with: " "))
             // The parser quotes stray arguments: a push token given in the wrong place would be
             // printed whole.
             text = Formatting.maskingTokens(in: text)

@@ -363,7 +363,8 @@ struct WorkflowDescription: Encodable {
         if let version { title += " version \(version)" }
         if let appliedAt { title += terminal.styled(" (applied \(Formatting.localTime(appliedAt)))", .dim) }
         lines.append(title)
-        if !description.isEmpty { lines.append(description) }
+        // A description can hold any character YAML escapes can write (`"\e"`): shown as text.
+        if !description.isEmpty { lines.append(contentsOf: description.split(separator: "\n", omittingEmptySubsequences: false).map { Formatting.escaped(String($0)) }) }
         lines.append("")
         var facts = TextTable(header: ["", ""])
         facts.rows = [
@@ -378,7 +379,7 @@ struct WorkflowDescription: Encodable {
         var stateTable = TextTable(header: ["STATE", "KIND", "DESCRIPTION"])
         for state in states {
             let kind = state.initial ? terminal.styled("initial", .cyan) : state.final ? terminal.styled("final", .magenta) : ""
-            stateTable.append([state.name, kind, state.description ?? ""])
+            stateTable.append([state.name, kind, Formatting.escaped(state.description ?? "")])
         }
         lines += stateTable.render(terminal, indent: "  ")
         lines.append("")

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import OrderFlowTesting
 import Testing
 
 /// Malformed or missing settings for the command line: the database URL and the worker's APNs
@@ -13,6 +14,7 @@ struct BadInputCLITests {
         try await Self.databaseURLs(check)
         try await Self.apnsSettings(check)
         try await Self.merchantIDs(check)
+        try await Self.textPolicy(check)
         print(check.summary)
         #expect(check.failures == 0, "\(check.failures) cases misbehaved; see the issues above")
     }
@@ -34,6 +36,10 @@ struct BadInputCLITests {
             ("a terminal escape", "acme\u{1B}[31m", ["ORDERFLOW_MERCHANT", "U+001B", "unset it"]),
             ("a line break", "acme\nevil", ["ORDERFLOW_MERCHANT", "U+000A"]),
             ("201 characters", String(repeating: "m", count: 201), ["ORDERFLOW_MERCHANT", "201 characters"]),
+            // Printable, but outside the id policy.
+            ("SQL", "'); DROP TABLE orders; --", ["ORDERFLOW_MERCHANT", "U+0027", "ASCII letters, digits"]),
+            ("emoji", "🍕🍕🍕", ["ORDERFLOW_MERCHANT", "U+1F355"]),
+            ("a right-to-left override", "ab\u{202E}cd", ["ORDERFLOW_MERCHANT", "ab\\u{202E}cd", "U+202E"]),
         ]
         for (label, value, fragments) in cases {
             for command in [["list"], ["advance", "1042", "ready"]] {
@@ -42,6 +48,59 @@ struct BadInputCLITests {
                              notMentioning: ["127.0.0.1:1"])
             }
         }
+    }
+
+    // MARK: The text policy, through the CLI
+
+    /// Ids outside the policy and content values that are not one line of printable text:
+    /// refused by the engine (exit 65), the value shown escaped, nothing printed raw.
+    static func textPolicy(_ check: CLIBadInputChecker) async throws {
+        let cli = try await CLI.withFreshDatabase()
+        let food = ["--workflow", "food-order", "--attr", "orderNumber=7", "--attr", "itemCount=1"]
+        for step in [["workflow", "apply", Fixtures.foodOrder], ["order", "create", "1042", "--attr", "merchantName=Luigi's"] + food,
+                     ["advance", "1042", "accept"], ["advance", "1042", "ready"]] {
+            let result = try await cli.run(step)
+            if result.status != 0 { check.fail("setting up: \(result)") }
+        }
+        let ids = "ASCII letters, digits"
+        // (label, arguments, environment, fragments)
+        let cases: [(String, [String], [String: String], [String])] = [
+            ("order id: SQL", ["order", "create", "'); DROP TABLE orders; --", "--attr", "merchantName=M"] + food, [:],
+             ["the order id", "\"'); DROP TABLE orders; --\"", "U+0027", ids]),
+            ("order id: emoji", ["order", "create", "🍕🍕🍕", "--attr", "merchantName=M"] + food, [:], ["the order id", "U+1F355", ids]),
+            ("order id: right-to-left override", ["order", "create", "ab\u{202E}cd", "--attr", "merchantName=M"] + food, [:],
+             ["the order id", "ab\\u{202E}cd", "U+202E"]),
+            ("order id: ESC", ["order", "create", "ab\u{1B}[31m", "--attr", "merchantName=M"] + food, [:], ["the order id", "U+001B"]),
+            ("order id: U+0001", ["order", "create", "ab\u{1}cd", "--attr", "merchantName=M"] + food, [:], ["the order id", "U+0001"]),
+            ("order id: a line break", ["order", "create", "ab\ncd", "--attr", "merchantName=M"] + food, [:], ["the order id", "U+000A"]),
+            ("order id to show: SQL", ["show", "'); DROP TABLE orders; --"], [:], ["the order id", ids]),
+            ("device id: emoji", ["follow", "1042", "🍕🍕🍕"], [:], ["the device id", "U+1F355"]),
+            ("state or event: right-to-left override", ["advance", "1042", "ab\u{202E}cd"], [:], ["the state or event name", "U+202E"]),
+            ("idempotency key: a space", ["advance", "1042", "dispatch", "--eta", "15m", "--idempotency-key", "a b"], [:],
+             ["the idempotency key", "U+0020"]),
+            ("actor: SQL", ["advance", "1042", "dispatch", "--eta", "15m"], ["ORDERFLOW_ACTOR": "'); DROP TABLE orders; --"],
+             ["the actor", ids]),
+            ("attribute: ESC", ["order", "create", "1043", "--attr", "merchantName=Lu\u{1B}[31migi"] + food, [:],
+             ["attribute merchantName", "Lu\\u{1B}[31migi", "U+001B"]),
+            ("attribute: U+0001", ["order", "create", "1043", "--attr", "merchantName=Lu\u{1}igi"] + food, [:], ["merchantName", "U+0001"]),
+            ("driver: right-to-left override", ["advance", "1042", "dispatch", "--eta", "15m", "--driver", "ab\u{202E}cd"], [:],
+             ["input driver", "ab\\u{202E}cd", "U+202E", "does not close"]),
+            ("driver: a tab", ["advance", "1042", "dispatch", "--eta", "15m", "--driver", "Sam\tLee"], [:], ["input driver", "U+0009"]),
+            ("cancel reason: a line break", ["cancel", "1042", "--reason", "closed\nfor today"], [:], ["input reason", "line break"]),
+        ]
+        for (label, arguments, environment, fragments) in cases {
+            let result = try await cli.run(arguments, environment: environment)
+            check.expect(label, category: "text policy", result, status: 65, mentioning: fragments)
+        }
+        // The parser's own refusal quotes the stray argument: escaped as well (exit 64).
+        let stray = try await cli.run("show", "1042", "x\u{1B}[2J\u{202E}y")
+        check.expect("a stray argument with ESC and U+202E", category: "text policy", stray, status: 64,
+                     mentioning: ["x\\u{1B}[2J\\u{202E}y"])
+        // What the policy lets in: closed direction isolates, and the order is still where it was.
+        let accepted = try await cli.run(["order", "create", "1044", "--attr", "merchantName=\u{2067}שלום\u{2069} Pizza"] + food)
+        if accepted.status != 0 { check.fail("a closed isolate in an attribute was refused: \(accepted)") }
+        let unchanged = try await cli.run("show", "1042", "--json")
+        if !unchanged.stdout.contains("\"state\" : \"ready\"") { check.fail("order 1042 moved: \(unchanged)") }
     }
 
     // MARK: Database URL
@@ -246,6 +305,8 @@ final class CLIBadInputChecker {
         for marker in ["SQLSTATE", "Optional(", "Error(", "unexpected error", "Fatal error"] where result.stderr.contains(marker) {
             problems.append("stderr shows internals (\(marker))")
         }
+        let raw = HostileText.terminalControls(in: result.stdout + result.stderr)
+        if !raw.isEmpty { problems.append("output holds \(raw.joined(separator: ", ")) raw") }
         if result.seconds > 20 { problems.append("took \(Int(result.seconds)) s") }
         if problems.isEmpty {
             if let index = counts.firstIndex(where: { $0.category == category }) {

@@ -80,6 +80,20 @@ struct CLI: Sendable {
         try start(executable: binary, arguments, environment: extra)
     }
 
+    /// Runs `orderflow watch arguments…` until it has drawn the board more than `draws` times
+    /// (at most 20 s), then interrupts it as Ctrl-C does and returns what it printed.
+    func watchBriefly(_ arguments: [String], draws: Int = 2, environment extra: [String: String] = [:]) async throws -> Result {
+        let running = try start(["watch"] + arguments, environment: extra)
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            let drawn = (try? String(contentsOf: running.stdoutURL, encoding: .utf8)) ?? ""
+            if drawn.components(separatedBy: "orderflow watch").count > draws { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        running.interrupt()
+        return try await running.finish()
+    }
+
     /// Runs one line of POSIX shell as a person types it, with this build's `orderflow` first
     /// on PATH (for the README's examples and the hints the commands print).
     func shell(_ line: String, environment extra: [String: String] = [:]) async throws -> Result {

@@ -45,14 +45,11 @@ public struct CommandContext: Sendable {
         environment["ORDERFLOW_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? .warning
     }
 
-    /// Installs the process's log handler: text on standard error. Called once, by `main`.
+    /// Installs the process's log handler: text on standard error, values escaped. Called once,
+    /// by `main`.
     static func bootstrapLogging() {
         let level = logLevel(environment: ProcessInfo.processInfo.environment)
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        LoggingSystem.bootstrap { label in EscapingLogHandler(label: label, level: level) }
     }
 
     /// A logger for a part of a command, at `ORDERFLOW_LOG_LEVEL` when set, else at

@@ -75,12 +75,13 @@ public enum FailureReport {
             let count = validation.diagnostics.count
             let file = validation.diagnostics[0].file
             let summary = "orderflow: \(file) has \(Formatting.count(count, "problem")); fix \(count == 1 ? "it" : "them") and run again"
-            return Report(status: status, lines: validation.diagnostics.map(\.description) + [summary])
+            return Report(status: status, lines: validation.diagnostics.map { Formatting.escaped($0.description) } + [summary])
         }
         // libpq's messages span lines ("…failed: Connection refused\n\tIs the server running…").
         let oneLine = message.split(whereSeparator: { $0 == "\n" || $0 == "\t" }).map { $0.trimmingCharacters(in: .whitespaces) }
             .filter { !$0.isEmpty }.joined(separator: " ")
-        return Report(status: status, lines: ["orderflow: \(oneLine)"])
+        // Messages quote values (the server's own may too): shown as text, never acted on.
+        return Report(status: status, lines: ["orderflow: \(Formatting.escaped(oneLine))"])
     }
 
     static func classify(_ error: any Error) -> (ExitStatus, String) {
