@@ -41,7 +41,7 @@ struct APNSSettings {
             (teamID, "--apns-team-id", "ORDERFLOW_APNS_TEAM_ID", "team id, shown in the Apple Developer account's membership details"),
         ] {
             let flag = option == "--apns-key-id" ? flags.apnsKeyID : flags.apnsTeamID
-            guard id.unicodeScalars.count == 10, id.unicodeScalars.allSatisfy({ ("A"..."Z").contains($0) || ("0"..."9").contains($0) })
+            guard APNSAppIdentifiers.isAppleID(id)
             else {
                 throw CLIError(.usage, "\(source(flag, option, variable)) is \"\(MessageText.excerpt(id, limit: 20))\", not an APNs \(what.prefix { $0 != "," })",
                                remedy: "give the 10-character \(what) (capital letters and digits)")
@@ -49,17 +49,8 @@ struct APNSSettings {
         }
         // A bundle id: letters, digits, hyphens and periods (the worker adds the Live Activity
         // suffix itself).
-        let topicSource = source(flags.apnsTopic, "--apns-topic", "ORDERFLOW_APNS_TOPIC")
-        guard bundleID.unicodeScalars.count <= 155,
-              bundleID.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == ".") }),
-              !bundleID.hasPrefix("."), !bundleID.hasSuffix(".")
-        else {
-            throw CLIError(.usage, "\(topicSource) is \"\(MessageText.excerpt(bundleID, limit: 40))\", not an app bundle id",
-                           remedy: "give the app's bundle id, like com.example.orders (letters, digits, hyphens and periods)")
-        }
-        if bundleID.hasSuffix(".push-type.liveactivity") {
-            throw CLIError(.usage, "\(topicSource) ends in .push-type.liveactivity",
-                           remedy: "give the app's bundle id alone, like com.example.orders; the worker adds the Live Activity suffix")
+        if let problem = APNSAppIdentifiers.bundleIDProblem(bundleID) {
+            throw CLIError(.usage, "\(source(flags.apnsTopic, "--apns-topic", "ORDERFLOW_APNS_TOPIC")) \(problem)")
         }
 
         let keySource = source(flags.apnsKey, "--apns-key", "ORDERFLOW_APNS_KEY")
