@@ -67,7 +67,15 @@ final class SharedProviderTokens: APNSProviderTokenSource {
             }
         case .fetch:
             do {
-                let token = try await fetch(now: now)
+                let token: APNSProviderToken
+                do {
+                    token = try await fetch(now: now)
+                } catch let error where !(error is APNSCredentialsError) {
+                    // The database is away: the current token serves while APNs accepts it.
+                    guard let current = state.withLock({ $0.current }),
+                          Self.age(of: current.issuedAt, at: now) < Self.longestUse else { throw error }
+                    token = current
+                }
                 let waiters = state.withLock { state in
                     state.current = token
                     state.renewalRequested = false
@@ -128,6 +136,10 @@ final class SharedProviderTokens: APNSProviderTokenSource {
         }
         return decision.token
     }
+
+    /// The oldest a token is sent when the database cannot be asked for a newer one (APNs
+    /// refuses tokens older than an hour).
+    static let longestUse: Duration = .seconds(55 * 60)
 
     private static func age(of issuedAt: Date, at now: Date) -> Duration {
         .milliseconds(Int64((now.timeIntervalSince(issuedAt) * 1000).rounded(.down)))

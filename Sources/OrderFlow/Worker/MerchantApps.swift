@@ -54,9 +54,10 @@ public final class MerchantApps: Sendable {
 
     private struct State {
         var entries: [String: Entry] = [:]
-        /// Replaced clients, closed at ``shutdown()``.
-        var retired: [APNSClient] = []
-        var closed = false
+        /// One client per app identity (team, key, endpoint): merchants sharing an app share its
+        /// connections and its provider token. Replaced ones stay open for the pushes in flight
+        /// and are closed at ``shutdown()``.
+        var clients: [String: APNSClient] = [:]
     }
 
     private struct Entry {
@@ -64,7 +65,6 @@ public final class MerchantApps: Sendable {
         /// nil: the merchant has no app of its own.
         var revision: Int?
         var route: PushRoute?
-        var client: APNSClient?
     }
 
     /// - Parameters:
@@ -98,23 +98,22 @@ public final class MerchantApps: Sendable {
                 state.entries[merchantID]?.checkedAt = now
                 return entry.route
             }
-            guard let stored else {
-                if let old = state.entries[merchantID]?.client { state.retired.append(old) }
-                state.entries[merchantID] = Entry(checkedAt: now, revision: nil, route: nil, client: nil)
-                return nil
-            }
-            let (route, client) = makeRoute(stored)
-            if let old = state.entries[merchantID]?.client { state.retired.append(old) }
-            state.entries[merchantID] = Entry(checkedAt: now, revision: stored.revision, route: route, client: client)
+            let route = stored.map { makeRoute($0, clients: &state.clients) }
+            state.entries[merchantID] = Entry(checkedAt: now, revision: stored?.revision, route: route)
             return route
         }
     }
 
     /// The client of a stored app, or a route saying why there is none.
-    private func makeRoute(_ stored: StoredMerchantApp) -> (PushRoute, APNSClient?) {
+    private func makeRoute(_ stored: StoredMerchantApp, clients: inout [String: APNSClient]) -> PushRoute {
         let app = "merchant:\(stored.merchantID)"
-        func unusable(_ why: String) -> (PushRoute, APNSClient?) {
-            (PushRoute(app: app, sender: UnusableApp(), bundleID: stored.bundleID, unusable: why), nil)
+        func unusable(_ why: String) -> PushRoute {
+            PushRoute(app: app, sender: UnusableApp(), bundleID: stored.bundleID, unusable: why)
+        }
+        let identity = [stored.teamID, stored.keyID, stored.keyFingerprint, stored.environment, stored.endpointURL ?? ""]
+            .joined(separator: " ")
+        if let client = clients[identity] {
+            return PushRoute(app: app, sender: client, bundleID: stored.bundleID)
         }
         guard let masterKey = configuration.masterKey else {
             return unusable("merchant \(stored.merchantID) has its own APNs app but this worker has no master key to open it; give the worker the master key `merchant set-apns` used")
@@ -149,7 +148,8 @@ public final class MerchantApps: Sendable {
             logger.info("merchant's own APNs app ready", metadata: [
                 "orderflow.merchant": "\(stored.merchantID)", "orderflow.bundle_id": "\(stored.bundleID)",
                 "apns.key_id": "\(stored.keyID)", "apns.key_fingerprint": "\(stored.keyFingerprint)"])
-            return (PushRoute(app: app, sender: client, bundleID: stored.bundleID), client)
+            clients[identity] = client
+            return PushRoute(app: app, sender: client, bundleID: stored.bundleID)
         } catch let error as APNSCredentialsError {
             return unusable("the stored APNs key of merchant \(stored.merchantID) cannot be used: \(error.message)")
         } catch {
@@ -160,9 +160,8 @@ public final class MerchantApps: Sendable {
     /// Closes every client made.
     public func shutdown() async {
         let clients = state.withLock { state -> [APNSClient] in
-            state.closed = true
-            defer { state.entries = [:]; state.retired = [] }
-            return state.entries.values.compactMap(\.client) + state.retired
+            defer { state = State() }
+            return Array(state.clients.values)
         }
         for client in clients { try? await client.shutdown() }
     }
