@@ -145,13 +145,7 @@ struct MerchantCommand: AsyncParsableCommand {
             let masterKey = try MasterKeySetting.required(context.environment)
             var target: APNSClientConfiguration.Environment = environment.lowercased() == "sandbox" ? .sandbox : .production
             if let url {
-                var pem: String?
-                if let ca {
-                    guard let text = try? SmallTextFile.read(ca, maximumBytes: 1_048_576) else {
-                        throw CLIError(.usage, "--ca names \(ca), which cannot be read", remedy: "give the path of the endpoint's CA certificate in PEM form")
-                    }
-                    pem = text
-                }
+                let pem = try ca.map { try APNSSettings.certificate(at: $0, setting: "--ca") }
                 target = .custom(baseURL: url, trustRootsPEM: pem)
             }
             let app = MerchantAPNSApp(

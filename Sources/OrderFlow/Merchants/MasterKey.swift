@@ -17,7 +17,9 @@ public struct MasterKey: Sendable, CustomStringConvertible, CustomDebugStringCon
     public static let byteCount = 32
 
     /// A key from its base64 text (`openssl rand -base64 32`), as `ORDERFLOW_SECRET_KEY` holds it.
-    /// - Parameter source: names where the text came from, for the error (`ORDERFLOW_SECRET_KEY`).
+    /// - Parameters:
+    ///   - text: 32 bytes in base64, surrounding whitespace ignored.
+    ///   - source: names where the text came from, for the error (`ORDERFLOW_SECRET_KEY`).
     /// - Throws: `OrderFlowError.invalidConfiguration` saying what is wrong and how to make one.
     public init(base64 text: String, source: String) throws {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)

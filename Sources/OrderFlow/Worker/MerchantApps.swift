@@ -19,7 +19,8 @@ struct PushRoute: Sendable {
 
 /// The merchants' own APNs apps, for a worker: one `APNSClient` (one HTTP/2 connection set,
 /// one provider token shared through PostgreSQL) per app, built from the stored app the first
-/// time one of its merchant's pushes is sent, and looked up again every ``refreshInterval`` so
+/// time one of its merchant's pushes is sent, and looked up again every
+/// ``Configuration-swift.struct/refreshInterval`` so
 /// that a `set-apns` (a key rotation) reaches running workers. A rotated-out client stays open
 /// for the pushes in flight and is closed with the registry. Merchants without an app use the
 /// worker's default app.
@@ -68,7 +69,9 @@ public final class MerchantApps: Sendable {
     }
 
     /// - Parameters:
+    ///   - configuration: the master key, how often apps are looked up, token sharing.
     ///   - pool: where the apps and the shared provider tokens are read.
+    ///   - logger: records of the apps' clients (never a key or a provider token).
     ///   - eventLoopGroup: where the clients' connections run; by default AsyncHTTPClient's.
     public init(configuration: Configuration, pool: PostgresPool, logger: Logger,
                 eventLoopGroup: (any EventLoopGroup)? = nil) {

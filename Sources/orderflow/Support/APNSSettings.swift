@@ -77,13 +77,7 @@ struct APNSSettings {
         if let url = value(flags.apnsURL, "ORDERFLOW_APNS_URL") {
             var trustRoots: String?
             if let caPath = value(flags.apnsCA, "ORDERFLOW_APNS_CA") {
-                let caSource = flags.apnsCA != nil ? "--apns-ca" : "ORDERFLOW_APNS_CA"
-                // Only a regular file of reasonable size: a FIFO or a device would never end.
-                guard let pem = try? SmallTextFile.read(caPath, maximumBytes: 1_048_576) else {
-                    throw CLIError(.usage, "\(caSource) names \(caPath), which cannot be read",
-                                   remedy: "give the path of the endpoint's CA certificate in PEM form")
-                }
-                trustRoots = pem
+                trustRoots = try Self.certificate(at: caPath, setting: flags.apnsCA != nil ? "--apns-ca" : "ORDERFLOW_APNS_CA")
             }
             target = .custom(baseURL: url, trustRootsPEM: trustRoots)
         } else {
@@ -97,6 +91,16 @@ struct APNSSettings {
         }
         client = APNSClientConfiguration(
             environment: target, credentials: .init(key: .file(path: keyPath), keyID: keyID, teamID: teamID))
+    }
+
+    /// The PEM text of a custom endpoint's CA certificate, named by `setting` in the error.
+    static func certificate(at path: String, setting: String) throws -> String {
+        // Only a regular file of reasonable size: a FIFO or a device would never end.
+        guard let pem = try? SmallTextFile.read(path, maximumBytes: 1_048_576) else {
+            throw CLIError(.usage, "\(setting) names \(path), which cannot be read",
+                           remedy: "give the path of the endpoint's CA certificate in PEM form")
+        }
+        return pem
     }
 
     /// Checks the endpoint and loads the signing key once, so that unusable settings fail
