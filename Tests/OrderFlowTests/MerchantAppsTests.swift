@@ -174,6 +174,19 @@ struct MerchantAppsTests {
         // Bravo's later orders wait in the queue, unsent and not dead.
         #expect(try await stand.alphaEngine.pool.query(PostgresQuery(
             "SELECT count(*) AS n FROM activity_commands WHERE merchant_id = 'bravo'")).single().decode("n", as: Int.self) > 0)
+        #expect(try await stand.alphaEngine.pool.query(PostgresQuery(
+            "SELECT count(*) AS n FROM deliveries WHERE merchant_id = 'bravo' AND outcome = 'dead'")).single().decode("n", as: Int.self) == 0)
+
+        // set-apns with a working key: the new app is not held by the old one's pause; the
+        // waiting pushes go out, signed with it, and bravo shows ok again.
+        try await stand.setBravoApp(key: stand.bravoKey)
+        try await eventually("bravo's waiting pushes go out") {
+            (10..<15).allSatisfy { !stand.apns.pushes(forToken: EngineFixture.token(300 + $0)).isEmpty }
+        }
+        #expect((10..<15).allSatisfy { stand.apns.pushes(forToken: EngineFixture.token(300 + $0)).allSatisfy { $0.keyID == Self.bravo.keyID } })
+        try await eventually("bravo shows ok") {
+            try await stand.alphaEngine.merchants().first { $0.id == "bravo" }?.pushState.status == .ok
+        }
         try await worker.stop()
         await stand.shutdown()
     }

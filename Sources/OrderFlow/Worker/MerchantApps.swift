@@ -8,7 +8,7 @@ import Synchronization
 /// Where one merchant's pushes go: an app's client and topic. Pushes of one ``app`` are paused
 /// together when APNs refuses its credentials or topic.
 struct PushRoute: Sendable {
-    /// `default` for the worker's default app, `merchant:<id>` for a merchant's own.
+    /// `default` for the worker's default app, `merchant:<id>#<revision>` for a merchant's own.
     var app: String
     var sender: any PushSender
     var bundleID: String
@@ -109,7 +109,8 @@ public final class MerchantApps: Sendable {
 
     /// The client of a stored app, or a route saying why there is none.
     private func makeRoute(_ stored: StoredMerchantApp, clients: inout [String: APNSClient]) -> PushRoute {
-        let app = "merchant:\(stored.merchantID)"
+        // A new revision (set-apns again) is a new app: a pause of the old one does not hold it.
+        let app = "merchant:\(stored.merchantID)#\(stored.revision)"
         func unusable(_ why: String) -> PushRoute {
             PushRoute(app: app, sender: UnusableApp(), bundleID: stored.bundleID, unusable: why)
         }

@@ -39,6 +39,8 @@ public final class OrderFlowWorker: Service, Sendable {
     private let merchantStore: MerchantStore
     /// Per app (`default`, `merchant:<id>`): paused after APNs refused its credentials or topic.
     private let pauses = Mutex([String: Double]())
+    /// Apps whose pause was said at error level; forgotten when one of their pushes goes out.
+    private let announcedPauses = Mutex(Set<String>())
     /// Per merchant: the app its pushes went through last, and how throttled it is.
     private let merchantStates = Mutex([String: MerchantSendState]())
     /// The earliest time a deferral this worker wrote falls due: idle polls wake up for it.
@@ -169,7 +171,7 @@ public final class OrderFlowWorker: Service, Sendable {
                 // The orders of paused or held-back merchants wait in the queue; the others flow.
                 claimed = try await store.claim(
                     workerID: configuration.workerID, limit: configuration.batchSize, lease: configuration.lease,
-                    merchants: configuration.merchants, excluding: heldMerchants())
+                    merchants: configuration.merchants, excluding: await heldMerchants())
                 failures = 0
             } catch {
                 if Task.isCancelled { return }
@@ -434,9 +436,17 @@ public final class OrderFlowWorker: Service, Sendable {
             Set(states.filter { $0.value.app == app }.map(\.key)).union([merchantID]).sorted()
         }
         let whose = app == "default" ? "the default app's merchants (\(merchants.joined(separator: ", ")))" : "merchant \(merchantID)"
-        logger.error(
-            "APNs refused the \(what) of \(bundleID): sending is paused for \(whose); other merchants send on. \(reason) Pending pushes stay queued; sending is tried again every \(configuration.pausedRetryInterval) and resumes once APNs accepts it (or fix the \(what) with `orderflow merchant set-apns`, or restart the worker after fixing the default app's settings).",
-            metadata: ["orderflow.bundle_id": "\(bundleID)", "orderflow.app": "\(app)", "orderflow.merchant": "\(merchantID)"])
+        let fix = app == "default"
+            ? "fix the default app's settings and restart the worker"
+            : "give the merchant a working app with `orderflow merchant set-apns`"
+        let message: Logger.Message = "APNs refused the \(what) of \(bundleID): sending is paused for \(whose); other merchants send on. \(reason) Pending pushes stay queued; sending is tried again every \(configuration.pausedRetryInterval) and resumes once APNs accepts it (or \(fix))."
+        let metadata: Logger.Metadata = ["orderflow.bundle_id": "\(bundleID)", "orderflow.app": "\(app)", "orderflow.merchant": "\(merchantID)"]
+        // Loud once; while the app stays broken, each further try is a quieter record.
+        if announcedPauses.withLock({ $0.insert(app).inserted }) {
+            logger.error(message, metadata: metadata)
+        } else {
+            logger.info(message, metadata: metadata)
+        }
         await recordPushState(merchants, MerchantPushState(
             status: .paused, reason: String(reason.prefix(300)), until: Date(timeIntervalSince1970: resume)))
     }
@@ -455,12 +465,28 @@ public final class OrderFlowWorker: Service, Sendable {
     }
 
     /// Merchants whose orders are not claimed now: their app is paused, or APNs throttles them.
-    private func heldMerchants() -> [String] {
+    /// A merchant held by its own app's pause is released as soon as its stored app changes
+    /// (`set-apns` again), looked up at most every `MerchantApps` refresh interval.
+    private func heldMerchants() async -> [String] {
         let pausedApps = Set(pauses.withLock { $0.keys }).filter { pausedUntil(app: $0) != nil }
         let time = now()
-        return merchantStates.withLock { states in
-            states.filter { pausedApps.contains($0.value.app) || ($0.value.heldUntil ?? 0) > time }.map(\.key).sorted()
+        let states = merchantStates.withLock { $0 }
+        var held: [String] = []
+        for (merchantID, state) in states {
+            if (state.heldUntil ?? 0) > time {
+                held.append(merchantID)
+            } else if pausedApps.contains(state.app) {
+                if state.app != "default", let apps {
+                    let current = await apps.route(for: merchantID)?.app ?? "default"
+                    if current != state.app {
+                        merchantStates.withLock { $0[merchantID]?.app = current }
+                        if !pausedApps.contains(current) { continue }
+                    }
+                }
+                held.append(merchantID)
+            }
         }
+        return held.sorted()
     }
 
     /// A 429 for one of the merchant's devices. Past ``WorkerConfiguration/throttleAfter`` in a
@@ -491,14 +517,15 @@ public final class OrderFlowWorker: Service, Sendable {
 
     /// A push went out: the merchant's pushes flow again.
     private func noteSent(merchantID: String) async {
-        let wasHeld = merchantStates.withLock { states -> Bool in
-            guard var state = states[merchantID] else { return false }
+        let (wasHeld, app) = merchantStates.withLock { states -> (Bool, String?) in
+            guard var state = states[merchantID] else { return (false, nil) }
             defer { states[merchantID] = state }
             state.throttledAnswers = 0
             state.holds = 0
             state.heldUntil = nil
-            return state.recorded != .ok
+            return (state.recorded != .ok, state.app)
         }
+        if let app { announcedPauses.withLock { if !$0.isEmpty { _ = $0.remove(app) } } }
         if wasHeld {
             logger.info("merchant's pushes flow again", metadata: ["orderflow.merchant": "\(merchantID)"])
             await recordPushState([merchantID], .ok)
