@@ -15,6 +15,9 @@ struct PushRoute: Sendable {
     /// Set when the merchant's app cannot be used at all (its key cannot be opened): its pushes
     /// wait, and this says why.
     var unusable: String?
+    /// The app could not be read this time (the database is away): the pushes wait for the
+    /// next claim, nothing is paused.
+    var transient = false
 }
 
 /// The merchants' own APNs apps, for a worker: one `APNSClient` (one HTTP/2 connection set,
@@ -91,10 +94,14 @@ public final class MerchantApps: Sendable {
         do {
             stored = try await store.app(of: merchantID)
         } catch {
-            // The database is away: keep what is known, look again next time.
-            logger.warning("cannot read a merchant's APNs app", metadata: [
+            // The database is away: keep what is known, look again next time. Never fall back
+            // to the default app for a merchant not known yet: its pushes would go to the wrong
+            // topic.
+            logger.warning("cannot read a merchant's APNs app; its pushes wait", metadata: [
                 "orderflow.merchant": "\(merchantID)", "orderflow.error": "\(error)"])
-            return state.withLock { $0.entries[merchantID]?.route }
+            if let entry = state.withLock({ $0.entries[merchantID] }) { return entry.route }
+            return PushRoute(app: "merchant:\(merchantID)", sender: UnusableApp(), bundleID: "",
+                             unusable: "the merchant's APNs app cannot be read now", transient: true)
         }
         return state.withLock { state -> PushRoute? in
             if let entry = state.entries[merchantID], entry.revision == stored?.revision {

@@ -374,7 +374,7 @@ public final class OrderFlowWorker: Service, Sendable {
     }
 
     private func attempt(_ push: PlannedPush, merchantID: String, route: PushRoute) async -> PushAttempt {
-        if stopping.isSet || pausedUntil(app: route.app) != nil || Task.isCancelled { return .notAttempted }
+        if stopping.isSet || route.unusable != nil || pausedUntil(app: route.app) != nil || Task.isCancelled { return .notAttempted }
         do {
             let request = try push.request(bundleID: route.bundleID)
             let result = try await route.sender.send(request)
@@ -414,8 +414,8 @@ public final class OrderFlowWorker: Service, Sendable {
     private func route(for merchantID: String) async -> PushRoute {
         let route = await apps?.route(for: merchantID)
             ?? PushRoute(app: "default", sender: sender, bundleID: configuration.bundleID)
-        merchantStates.withLock { $0[merchantID, default: MerchantSendState()].app = route.app }
-        if let why = route.unusable {
+        if !route.transient { merchantStates.withLock { $0[merchantID, default: MerchantSendState()].app = route.app } }
+        if let why = route.unusable, !route.transient {
             await pauseSending(app: route.app, bundleID: route.bundleID, merchantID: merchantID, because: why, what: "app")
         }
         return route
