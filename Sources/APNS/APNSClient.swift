@@ -16,7 +16,7 @@ import NIOSSL
 public final class APNSClient: Sendable {
     public let configuration: APNSClientConfiguration
     private let httpClient: HTTPClient
-    private let providerTokens: APNSProviderTokenFactory
+    private let providerTokens: any APNSProviderTokenSource
     private let inFlight: AsyncSemaphore
     private let devicePathPrefix: String
     private let logger: Logger
@@ -28,13 +28,17 @@ public final class APNSClient: Sendable {
     ///     and credential failures. Metadata keys start with `apns.`; tokens are truncated.
     ///   - eventLoopGroup: where connections run; by default AsyncHTTPClient's shared group.
     ///   - currentTime: the clock used for provider tokens (injectable for tests).
+    ///   - providerTokens: makes the source of provider tokens from the loaded signing key; by
+    ///     default an ``APNSProviderTokenFactory`` of this client's own. Pass a shared source when
+    ///     several processes send with one key.
     /// - Throws: ``APNSCredentialsError`` for an unusable key, ``APNSConfigurationError`` for an
     ///   unusable URL, trust roots or limit.
     public init(
         configuration: APNSClientConfiguration,
         logger: Logger,
         eventLoopGroup: any EventLoopGroup = HTTPClient.defaultEventLoopGroup,
-        currentTime: @escaping @Sendable () -> Date = { Date() }
+        currentTime: @escaping @Sendable () -> Date = { Date() },
+        providerTokens: ((APNSSigningKey) -> any APNSProviderTokenSource)? = nil
     ) throws {
         let (signingKey, trustRoots) = try configuration.checked()
         let baseURL = configuration.environment.baseURL
@@ -51,7 +55,7 @@ public final class APNSClient: Sendable {
         httpConfiguration.httpVersion = .automatic
 
         self.configuration = configuration
-        self.providerTokens = APNSProviderTokenFactory(
+        self.providerTokens = providerTokens?(signingKey) ?? APNSProviderTokenFactory(
             signingKey: signingKey,
             refreshInterval: configuration.providerTokenRefreshInterval,
             currentTime: currentTime
@@ -91,7 +95,7 @@ public final class APNSClient: Sendable {
         try await self.inFlight.acquire()
         defer { self.inFlight.release() }
 
-        let providerToken = try self.providerTokens.currentToken()
+        let providerToken = try await self.providerTokens.providerToken()
         var httpRequest = HTTPClientRequest(url: self.devicePathPrefix + request.deviceToken)
         httpRequest.method = .POST
         httpRequest.headers.reserveCapacity(8)

@@ -136,6 +136,46 @@ public struct APNSSigningKey: Sendable, CustomStringConvertible, CustomDebugStri
         }
     }
 
+    /// `SHA256:` and the first 16 hex characters of the SHA-256 of the public key (DER): names
+    /// the key in listings without revealing anything of it. Two copies of one key agree.
+    public var fingerprint: String {
+        let digest = SHA256.hash(data: self.privateKey.publicKey.derRepresentation)
+        return "SHA256:" + digest.prefix(8).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// Signs a provider token issued at `now` (rounded down to the second). Callers keep one
+    /// token for 20 to 60 minutes: ``APNSProviderTokenFactory`` in one process, or a source
+    /// shared by several (``APNSProviderTokenSource``).
+    public func signProviderToken(at now: Date) throws -> APNSProviderToken {
+        let issuedAt = Int64(now.timeIntervalSince1970.rounded(.down))
+        let header = JSONValue.object(["alg": .string("ES256"), "kid": .string(self.keyID)])
+        // `iat` is a JSON number: APNs refuses a string.
+        let claims = JSONValue.object(["iss": .string(self.teamID), "iat": .int(Int(issuedAt))])
+        let signingInput = Base64URL.encode(header.serialized) + "." + Base64URL.encode(claims.serialized)
+        let signature: P256.Signing.ECDSASignature
+        do {
+            signature = try self.privateKey.signature(for: Data(signingInput.utf8))
+        } catch {
+            throw APNSCredentialsError(
+                code: .signingFailed,
+                path: nil,
+                message: "Could not sign an APNs provider token with key \(self.keyID); check that the key is a valid P-256 key."
+            )
+        }
+        return APNSProviderToken(
+            jwt: signingInput + "." + Base64URL.encode(signature.rawRepresentation),
+            issuedAt: Date(timeIntervalSince1970: TimeInterval(issuedAt))
+        )
+    }
+
+    /// A 32-byte key derived from the signing key (HKDF-SHA256), for sealing what only holders
+    /// of the key may read — such as a provider token kept in a shared store.
+    public func derivedKey(purpose: String) -> SymmetricKey {
+        HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: self.privateKey.rawRepresentation),
+            info: Data(purpose.utf8), outputByteCount: 32)
+    }
+
     public var description: String {
         "APNSSigningKey(keyID: \(self.keyID), teamID: \(self.teamID))"
     }
@@ -152,6 +192,12 @@ public struct APNSProviderToken: Sendable, Hashable, CustomStringConvertible, Cu
     /// The `iat` claim.
     public let issuedAt: Date
 
+    /// A token signed earlier (read back from a shared store).
+    public init(jwt: String, issuedAt: Date) {
+        self.jwt = jwt
+        self.issuedAt = issuedAt
+    }
+
     public var description: String {
         "APNSProviderToken(issuedAt: \(Int(self.issuedAt.timeIntervalSince1970)))"
     }
@@ -161,6 +207,19 @@ public struct APNSProviderToken: Sendable, Hashable, CustomStringConvertible, Cu
     public var customMirror: Mirror { Mirror(self, children: ["issuedAt": self.issuedAt]) }
 }
 
+/// Where an ``APNSClient`` gets the provider token for each request. The client's own
+/// ``APNSProviderTokenFactory`` by default; a program running several processes with one key
+/// supplies a source they share, so that one token is in use at a time (APNs answers
+/// `429 TooManyProviderTokenUpdates` when several are signed within 20 minutes).
+public protocol APNSProviderTokenSource: Sendable {
+    /// The token to send now; signs (or fetches) a new one when the current one is due.
+    func providerToken() async throws -> APNSProviderToken
+    /// Records that APNs answered `ExpiredProviderToken` to a request signed with `token`.
+    /// - Returns: whether a retry will carry a different token; false when the current one is
+    ///   younger than 20 minutes, so none may be signed yet.
+    func providerTokenExpired(_ token: APNSProviderToken) -> Bool
+}
+
 /// Signs and caches the provider token of one (team, key).
 ///
 /// APNs refuses a token older than an hour (`ExpiredProviderToken`) and one regenerated more often
@@ -168,7 +227,7 @@ public struct APNSProviderToken: Sendable, Hashable, CustomStringConvertible, Cu
 /// for a while). So one token is reused until it is ``refreshInterval`` old (50 minutes by
 /// default), and a new one is never signed less than ``minimumRegenerationInterval`` after the
 /// previous one, even when APNs calls the current one expired.
-public final class APNSProviderTokenFactory: Sendable {
+public final class APNSProviderTokenFactory: APNSProviderTokenSource {
     /// How long a token is reused by default before a new one is signed.
     public static let defaultRefreshInterval: Duration = .seconds(50 * 60)
     /// The shortest time between two signed tokens; APNs punishes faster regeneration.
@@ -195,6 +254,11 @@ public final class APNSProviderTokenFactory: Sendable {
         self.signingKey = signingKey
         self.refreshInterval = min(max(refreshInterval, Self.minimumRegenerationInterval), .seconds(55 * 60))
         self.currentTime = currentTime
+    }
+
+    /// ``currentToken()``, as an ``APNSProviderTokenSource``.
+    public func providerToken() async throws -> APNSProviderToken {
+        try self.currentToken()
     }
 
     /// The token to send now: the cached one, or a newly signed one when the cached one is due.
@@ -241,25 +305,7 @@ public final class APNSProviderTokenFactory: Sendable {
     }
 
     private func sign(at now: Date) throws -> APNSProviderToken {
-        let issuedAt = Int64(now.timeIntervalSince1970.rounded(.down))
-        let header = JSONValue.object(["alg": .string("ES256"), "kid": .string(self.signingKey.keyID)])
-        // `iat` is a JSON number: APNs refuses a string.
-        let claims = JSONValue.object(["iss": .string(self.signingKey.teamID), "iat": .int(Int(issuedAt))])
-        let signingInput = Base64URL.encode(header.serialized) + "." + Base64URL.encode(claims.serialized)
-        let signature: P256.Signing.ECDSASignature
-        do {
-            signature = try self.signingKey.privateKey.signature(for: Data(signingInput.utf8))
-        } catch {
-            throw APNSCredentialsError(
-                code: .signingFailed,
-                path: nil,
-                message: "Could not sign an APNs provider token with key \(self.signingKey.keyID); check that the key is a valid P-256 key."
-            )
-        }
-        return APNSProviderToken(
-            jwt: signingInput + "." + Base64URL.encode(signature.rawRepresentation),
-            issuedAt: Date(timeIntervalSince1970: TimeInterval(issuedAt))
-        )
+        try self.signingKey.signProviderToken(at: now)
     }
 }
 

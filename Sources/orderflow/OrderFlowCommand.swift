@@ -61,6 +61,8 @@ struct OrderFlowCommand: AsyncParsableCommand {
         Follow.self,
         Unfollow.self,
         DeliveriesCommand.self,
+        MerchantCommand.self,
+        APIKeyCommand.self,
     ]
 
     /// Runs the command and turns every failure into one `orderflow: …` line and an exit code

@@ -32,6 +32,11 @@ struct WorkerCommand: AsyncParsableCommand {
                   --apns-url URL        ORDERFLOW_APNS_URL      another endpoint (a local stand-in)
                   --apns-ca FILE        ORDERFLOW_APNS_CA       that endpoint's CA certificate (PEM)
 
+                That is the default app. Merchants given their own app (`orderflow merchant \
+                set-apns`) send through it instead; the worker opens their keys with the \
+                master key in ORDERFLOW_SECRET_KEY or ORDERFLOW_SECRET_KEY_FILE. Each app's \
+                provider token is kept in the database and shared by every worker.
+
                 Keep the .p8 key readable by the worker's user alone (chmod 600): the worker \
                 warns once at start, on stderr, when other users can read it. Push tokens \
                 appear in its log only as their last 8 characters, the key and its provider \
@@ -103,6 +108,8 @@ struct WorkerCommand: AsyncParsableCommand {
             let logger = context.logger("orderflow.worker", defaultLevel: .info)
             let apns = try APNSSettings(flags: self, environment: context.environment)
             let merchantID = try context.checkedMerchantID()
+            // Opens the merchants' own APNs keys; without it they wait (the log says so).
+            let masterKey = try MasterKeySetting.optional(context.environment)
             // Checked before any connection to the database, in the words of the setting: the
             // host loads the key when it is made, below.
             try apns.check()
@@ -131,7 +138,7 @@ struct WorkerCommand: AsyncParsableCommand {
             worker.lease = .seconds(lease)
             let host = try apns.makingHost(OrderFlowHostConfiguration(
                 engine: engine, apns: apns.client, worker: worker,
-                metrics: metricsPort.map { MetricsEndpoint.Configuration(port: $0) }), logger: logger)
+                metrics: metricsPort.map { MetricsEndpoint.Configuration(port: $0) }, masterKey: masterKey), logger: logger)
             let group = ServiceGroup(services: [host], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
             try await group.run()
         }

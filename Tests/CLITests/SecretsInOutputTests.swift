@@ -345,3 +345,85 @@ struct SecretScan {
             + "(as 9-character windows and 8-character starts) and \(keyFragments.count) key fragments, plus \(Self.shapes.count) key shapes")
     }
 }
+
+/// Merchants with their own apps: neither the default app's key nor a merchant's key (sealed
+/// in the database, opened by the worker with the master key) nor the master key nor the
+/// provider tokens signed with them appear in what `merchant` commands and a trace-level
+/// worker print.
+@Suite("Merchant keys never appear in output", .serialized)
+struct MerchantSecretsInOutputTests {
+    @Test("set-apns, merchant list and a worker at trace level sending for two apps", .timeLimit(.minutes(3)))
+    func merchantKeys() async throws {
+        let database = try await TestDatabase.fresh(prefix: "merchantsecrets")
+        _ = try await Schema.migrate(database)
+        let engine = OrderFlowEngine(configuration: OrderFlowConfiguration(database: database, maximumConnections: 4))
+        let bravoEngine = try engine.forMerchant("bravo")
+        for each in [engine, bravoEngine] {
+            _ = try await each.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
+        }
+        let defaultKey = P256.Signing.PrivateKey()
+        let bravoKey = P256.Signing.PrivateKey()
+        let apns = try LocalAPNSServer(configuration: .init(
+            signingKeys: [
+                .init(keyID: "DEFAULTKEY", teamID: "DEFAULTTEA", publicKey: defaultKey.publicKey),
+                .init(keyID: "BRAVOKEY01", teamID: "BRAVOTEAM1", publicKey: bravoKey.publicKey),
+            ],
+            acceptedBundleIDs: ["com.example.orders", "com.bravo.orders"]))
+        try await apns.start()
+        let defaultKeyFile = try Fixtures.file("AuthKey_DEFAULTKEY.p8", defaultKey.pemRepresentation)
+        chmod(defaultKeyFile, 0o600)
+        let bravoKeyFile = try Fixtures.file("AuthKey_BRAVOKEY01.p8", bravoKey.pemRepresentation)
+        let caFile = try Fixtures.file("ca.pem", apns.trustRootPEM)
+        let masterKey = Data((0..<32).map { UInt8(($0 * 13 + 5) % 256) }).base64EncodedString()
+        let masterKeyFile = try Fixtures.file("orderflow-secret.key", masterKey + "\n")
+        let cli = try CLI(databaseURL: database.connectionString, extraEnvironment: ["ORDERFLOW_SECRET_KEY_FILE": masterKeyFile])
+
+        var outputs: [(String, CLI.Result)] = []
+        outputs.append(("merchant add", try await cli.run("merchant", "add", "bravo", "--name", "Bravo Burgers")))
+        let set = try await cli.run("merchant", "set-apns", "bravo", "--bundle-id", "com.bravo.orders", "--team-id", "BRAVOTEAM1",
+                                    "--key-id", "BRAVOKEY01", "--key", bravoKeyFile, "--url", apns.baseURL, "--ca", caFile)
+        #expect(set.status == 0, "\(set)")
+        outputs.append(("merchant set-apns", set))
+
+        let defaultToken = EngineFixture.token(701)
+        let bravoToken = EngineFixture.token(702)
+        for (each, order, token) in [(engine, "D1", defaultToken), (bravoEngine, "B1", bravoToken)] {
+            _ = try await each.createOrder(NewOrder(orderID: order, workflow: "food-order",
+                attributes: ["merchantName": "Secret Kitchen", "orderNumber": .string(order), "itemCount": 1]))
+            try await each.registerActivityToken(orderID: order, deviceID: "phone-\(order)", token: token)
+            _ = try await each.advance(order, to: "accept")
+        }
+        let worker = try cli.start([
+            "worker", "run", "--apns-key", defaultKeyFile, "--apns-key-id", "DEFAULTKEY", "--apns-team-id", "DEFAULTTEA",
+            "--apns-topic", "com.example.orders", "--apns-url", apns.baseURL, "--apns-ca", caFile, "--connections", "3",
+        ], environment: ["ORDERFLOW_LOG_LEVEL": "trace"])
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            if try await engine.order("D1").pendingCommands + bravoEngine.order("B1").pendingCommands == 0 { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        worker.interrupt()
+        let stopped = try await worker.finish()
+        #expect(stopped.status == 0, "\(stopped)")
+        outputs.append(("worker (trace)", stopped))
+        outputs.append(("merchant list", try await cli.run("merchant", "list")))
+        outputs.append(("merchant list --json", try await cli.run("merchant", "list", "--json")))
+
+        // Each app's pushes: its own key and topic, through the endpoint set-apns named.
+        #expect(!apns.pushes(forToken: defaultToken).isEmpty && !apns.pushes(forToken: bravoToken).isEmpty, "\(apns.rejections())")
+        #expect(apns.pushes(forToken: defaultToken).allSatisfy { $0.keyID == "DEFAULTKEY" && $0.topic.hasPrefix("com.example.orders.") })
+        #expect(apns.pushes(forToken: bravoToken).allSatisfy { $0.keyID == "BRAVOKEY01" && $0.topic.hasPrefix("com.bravo.orders.") })
+
+        var defaultScan = SecretScan(tokens: [defaultToken, bravoToken], key: defaultKey, pushes: apns.pushes())
+        var bravoScan = SecretScan(tokens: [], key: bravoKey)
+        for (label, result) in outputs {
+            let text = result.stdout + result.stderr
+            defaultScan.check(text, "orderflow \(label)")
+            bravoScan.check(text, "orderflow \(label)")
+            #expect(!text.contains(masterKey) && !text.contains(masterKey.prefix(24)), "\(label) shows the master key")
+        }
+        defaultScan.report("merchant apps")
+        try await apns.stop()
+        await engine.shutdown()
+    }
+}

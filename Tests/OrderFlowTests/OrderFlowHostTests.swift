@@ -62,7 +62,7 @@ struct OrderFlowHostTests {
             let metrics = try await Self.get("http://127.0.0.1:\(port)/metrics", client: client)
             #expect(metrics.status == 200)
             #expect(metrics.headers.first(name: "content-type")?.hasPrefix("text/plain; version=0.0.4") == true)
-            #expect(metrics.body.contains("orderflow_pushes_total{outcome=\"sent\"}"), "\(metrics.body)")
+            #expect(metrics.body.contains("orderflow_pushes_total{merchant=\"default\",outcome=\"sent\"}"), "\(metrics.body)")
             #expect(try await Self.get("http://127.0.0.1:\(port)/metrics?name[]=x", client: client).status == 200)
             #expect(try await Self.get("http://127.0.0.1:\(port)/", client: client).status == 404)
             #expect(try await Self.get("http://127.0.0.1:\(port)/metrics", method: .POST, client: client).status == 405)

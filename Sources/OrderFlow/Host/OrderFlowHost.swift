@@ -11,8 +11,15 @@ import Synchronization
 public struct OrderFlowHostConfiguration: Sendable {
     /// The engine: database, merchant, pool size. The worker and the timers share its pool.
     public var engine: OrderFlowConfiguration
-    /// The default APNs app: endpoint and signing key.
+    /// The default APNs app: endpoint and signing key. Merchants without an app of their own
+    /// send through it.
     public var apns: APNSClientConfiguration
+    /// Opens the merchants' own APNs keys (sealed in the database); nil leaves merchants with an
+    /// app of their own paused, said so in the log, while the others send. Default nil.
+    public var masterKey: MasterKey?
+    /// Keep each app's provider token in PostgreSQL, shared by every worker, so that one token
+    /// per (team, key) is in use at a time across replicas. Default true.
+    public var sharesProviderTokens: Bool
     /// How the worker claims and paces pushes; its `bundleID` is the default app's topic, its
     /// `merchants` the merchants this host serves, for pushes and timers alike (every merchant
     /// by default).
@@ -37,8 +44,12 @@ public struct OrderFlowHostConfiguration: Sendable {
         timerInterval: Duration? = .seconds(1),
         listensForOtherProcesses: Bool = true,
         metrics: MetricsEndpoint.Configuration? = nil,
-        workerConnections: Int? = nil
+        workerConnections: Int? = nil,
+        masterKey: MasterKey? = nil,
+        sharesProviderTokens: Bool = true
     ) {
+        self.masterKey = masterKey
+        self.sharesProviderTokens = sharesProviderTokens
         self.engine = engine
         self.apns = apns
         self.worker = worker
@@ -71,6 +82,8 @@ public final class OrderFlowHost: Service, Sendable {
     private let sender: any PushSender
     /// Set when this host made the sender and so must close it.
     private let client: APNSClient?
+    /// The merchants' own apps, each with its client.
+    private let apps: MerchantApps
     private let metricsFactory: any MetricsFactory
     private let logger: Logger
     private let metricsPort = Mutex<Int?>(nil)
@@ -101,16 +114,26 @@ public final class OrderFlowHost: Service, Sendable {
             metricsRegistry = nil
             self.metricsFactory = metricsFactory ?? MetricsSystem.factory
         }
+        // The engine opens no connection until used.
+        let engine = OrderFlowEngine(configuration: configuration.engine, logger: logger)
+        self.engine = engine
+        apps = MerchantApps(
+            configuration: .init(masterKey: configuration.masterKey, sharesProviderTokens: configuration.sharesProviderTokens),
+            pool: engine.pool, logger: logger.scoped("apns"))
         if let sender {
             self.sender = sender
             client = nil
         } else {
             // Last, so that nothing is left open when it throws.
-            let client = try APNSClient(configuration: configuration.apns, logger: logger.scoped("apns"))
+            let store = engine.merchantStore
+            let client = try APNSClient(
+                configuration: configuration.apns, logger: logger.scoped("apns"),
+                providerTokens: configuration.sharesProviderTokens
+                    ? { key in SharedProviderTokens(store: store, signingKey: key, refreshInterval: configuration.apns.providerTokenRefreshInterval) }
+                    : nil)
             self.sender = client
             self.client = client
         }
-        engine = OrderFlowEngine(configuration: configuration.engine, logger: logger)
     }
 
     /// The metrics endpoint's port once it is bound (useful with port 0), else nil.
@@ -144,24 +167,30 @@ public final class OrderFlowHost: Service, Sendable {
         }
         services.append(OrderFlowWorker(
             configuration: configuration.worker, pool: workerPool, sender: sender, wakeSignal: engine.wakeSignal,
-            listener: listener, logger: logger, metricsFactory: metricsFactory))
+            listener: listener, logger: logger, metricsFactory: metricsFactory, apps: apps))
         if let metrics = configuration.metrics, let registry = metricsRegistry {
             do {
                 let endpoint = try await MetricsEndpoint(configuration: metrics, registry: registry, logger: logger)
                 metricsPort.withLock { $0 = endpoint.port }
                 services.append(endpoint)
             } catch {
-                try? await client?.shutdown()
-                await engine.shutdown()
+                await shutdown()
                 throw error
             }
         }
         // A group inside a service follows the outer group's graceful shutdown by itself.
-        try await ServiceGroup(configuration: .init(services: services, logger: logger)).run()
+        do {
+            try await ServiceGroup(configuration: .init(services: services, logger: logger)).run()
+        } catch {
+            await apps.shutdown()
+            throw error
+        }
+        await apps.shutdown()
     }
 
-    /// Closes the connections and the APNs client of a host that was never run.
+    /// Closes the connections and the APNs clients of a host that was never run.
     public func shutdown() async {
+        await apps.shutdown()
         try? await client?.shutdown()
         await engine.shutdown()
     }

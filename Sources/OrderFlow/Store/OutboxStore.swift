@@ -20,8 +20,9 @@ struct OutboxStore: Sendable {
     /// to their orders so that orders leased by other workers are passed over; the order rows
     /// are then locked `FOR UPDATE SKIP LOCKED` (so concurrent claims never return the same
     /// order, and an order being moved by the engine is taken next time) and leased.
-    /// Only the orders of `merchants`: a NULL set is every merchant's.
-    func claim(workerID: String, limit: Int, lease: Duration, merchants: MerchantScope) async throws -> [OrderKey] {
+    /// Only the orders of `merchants` (a NULL set is every merchant's), none of `excluded`'s
+    /// (merchants whose pushes are paused or held back).
+    func claim(workerID: String, limit: Int, lease: Duration, merchants: MerchantScope, excluding excluded: [String] = []) async throws -> [OrderKey] {
         try await pool.query(PostgresQuery("""
             WITH candidates AS (
                 SELECT DISTINCT ready.merchant_id, ready.order_id
@@ -32,6 +33,7 @@ struct OutboxStore: Sendable {
                     WHERE c.available_at <= now()
                       AND (o.dispatch_lease_until IS NULL OR o.dispatch_lease_until < now())
                       AND ($4::text[] IS NULL OR c.merchant_id = ANY($4::text[]))
+                      AND NOT (c.merchant_id = ANY($5::text[]))
                     ORDER BY c.available_at, c.id
                     LIMIT $2 * 4
                 ) ready
@@ -48,7 +50,7 @@ struct OutboxStore: Sendable {
             FROM locked
             WHERE o.merchant_id = locked.merchant_id AND o.order_id = locked.order_id
             RETURNING o.merchant_id, o.order_id
-            """, workerID, limit, lease.inSeconds, merchants.boundMerchantIDs)
+            """, workerID, limit, lease.inSeconds, merchants.boundMerchantIDs, excluded)
         ).map { OrderKey(merchantID: try $0.decode("merchant_id"), orderID: try $0.decode("order_id")) }
     }
 
@@ -308,10 +310,16 @@ struct OutboxStore: Sendable {
             """, age, maximumAttempts, merchants.boundMerchantIDs)).affectedRows
     }
 
-    /// Commands waiting, due or deferred, of `merchants`.
-    func queueDepth(merchants: MerchantScope) async throws -> Int {
-        try await pool.query(PostgresQuery(
-            "SELECT count(*) AS depth FROM activity_commands WHERE $1::text[] IS NULL OR merchant_id = ANY($1::text[])",
-            merchants.boundMerchantIDs)).single().decode("depth")
+    /// Commands waiting, due or deferred, of `merchants`, per merchant (those with none are absent).
+    func queueDepth(merchants: MerchantScope) async throws -> [String: Int] {
+        var depths: [String: Int] = [:]
+        for row in try await pool.query(PostgresQuery("""
+            SELECT merchant_id, count(*) AS depth FROM activity_commands
+            WHERE $1::text[] IS NULL OR merchant_id = ANY($1::text[])
+            GROUP BY merchant_id
+            """, merchants.boundMerchantIDs)) {
+            depths[try row.decode("merchant_id")] = try row.decode("depth")
+        }
+        return depths
     }
 }

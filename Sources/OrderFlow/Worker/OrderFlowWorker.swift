@@ -34,14 +34,28 @@ public final class OrderFlowWorker: Service, Sendable {
     private let metrics: WorkerMetrics
     private let doorbell = WorkerDoorbell()
     private let stopping = StopLatch()
-    private let pause = Mutex(PauseState())
+    /// The merchants' own apps; nil sends every push through ``sender`` (the default app).
+    private let apps: MerchantApps?
+    private let merchantStore: MerchantStore
+    /// Per app (`default`, `merchant:<id>`): paused after APNs refused its credentials or topic.
+    private let pauses = Mutex([String: Double]())
+    /// Apps whose pause was said at error level; forgotten when one of their pushes goes out.
+    private let announcedPauses = Mutex(Set<String>())
+    /// Per merchant: the app its pushes went through last, and how throttled it is.
+    private let merchantStates = Mutex([String: MerchantSendState]())
     /// The earliest time a deferral this worker wrote falls due: idle polls wake up for it.
     private let nextDeferral = Mutex(Double.infinity)
     private let catalogs = Mutex([String: WorkflowCatalog]())
 
-    private struct PauseState {
-        /// Set while a configuration or credentials error stops sending: sending resumes then.
-        var until: Double?
+    private struct MerchantSendState {
+        var app = "default"
+        /// `429 TooManyRequests` answers since the merchant's last sent push.
+        var throttledAnswers = 0
+        /// While set and in the future, the merchant's orders are not claimed.
+        var heldUntil: Double?
+        var holds = 0
+        /// The state last written to `merchants` (only changes are written).
+        var recorded: MerchantPushState.Status = .ok
     }
 
     /// - Parameters:
@@ -55,6 +69,8 @@ public final class OrderFlowWorker: Service, Sendable {
     ///   - logger: metadata keys start with `orderflow.`; tokens appear as `…` and their last 8 characters
     ///     (`APNSTokenRedaction`), under `apns.token` as in the APNs client's records.
     ///   - metricsFactory: where metrics go; by default the process's `MetricsSystem`.
+    ///   - apps: the merchants' own APNs apps; merchants without one (and every merchant when
+    ///     nil) send through `sender` with ``WorkerConfiguration/bundleID``.
     public init(
         configuration: WorkerConfiguration,
         pool: PostgresPool,
@@ -62,8 +78,11 @@ public final class OrderFlowWorker: Service, Sendable {
         wakeSignal: WakeSignal? = nil,
         listener: PostgresListener? = nil,
         logger: Logger,
-        metricsFactory: (any MetricsFactory)? = nil
+        metricsFactory: (any MetricsFactory)? = nil,
+        apps: MerchantApps? = nil
     ) {
+        self.apps = apps
+        self.merchantStore = MerchantStore(pool: pool)
         self.configuration = configuration
         self.pool = pool
         self.store = OutboxStore(pool: pool)
@@ -146,16 +165,13 @@ public final class OrderFlowWorker: Service, Sendable {
         var idle = configuration.idlePollMinimum
         var failures = 0
         while !stopping.isSet && !Task.isCancelled {
-            if let resume = pausedUntil() {
-                await stopping.wait(timeout: .seconds(max(0.001, resume - now())))
-                continue
-            }
             let ticket = doorbell.ticket
             let claimed: [OutboxStore.OrderKey]
             do {
+                // The orders of paused or held-back merchants wait in the queue; the others flow.
                 claimed = try await store.claim(
                     workerID: configuration.workerID, limit: configuration.batchSize, lease: configuration.lease,
-                    merchants: configuration.merchants)
+                    merchants: configuration.merchants, excluding: await heldMerchants())
                 failures = 0
             } catch {
                 if Task.isCancelled { return }
@@ -317,6 +333,11 @@ public final class OrderFlowWorker: Service, Sendable {
         let results = AttemptLog(count: plans.count)
         let indices = plans.indices.filter { !plans[$0].pushes.isEmpty }
         guard !indices.isEmpty else { return results.attempts }
+        var found: [String: PushRoute] = [:]
+        for merchantID in Set(indices.map { plans[$0].merchantID }) {
+            found[merchantID] = await route(for: merchantID)
+        }
+        let routes = found
         let limit = configuration.concurrentSends
         let grace = configuration.shutdownGracePeriod
         await withTaskGroup(of: Void.self) { watch in
@@ -329,9 +350,11 @@ public final class OrderFlowWorker: Service, Sendable {
                             running -= 1
                         }
                         let pushes = plans[index].pushes
+                        let merchantID = plans[index].merchantID
+                        let route = routes[merchantID]!
                         group.addTask {
                             for push in pushes {
-                                let attempt = await self.attempt(push)
+                                let attempt = await self.attempt(push, merchantID: merchantID, route: route)
                                 results.append(attempt, at: index)
                                 guard case .sent = attempt else { break }
                             }
@@ -350,11 +373,12 @@ public final class OrderFlowWorker: Service, Sendable {
         return results.attempts
     }
 
-    private func attempt(_ push: PlannedPush) async -> PushAttempt {
-        if stopping.isSet || pausedUntil() != nil || Task.isCancelled { return .notAttempted }
+    private func attempt(_ push: PlannedPush, merchantID: String, route: PushRoute) async -> PushAttempt {
+        if stopping.isSet || route.unusable != nil || pausedUntil(app: route.app) != nil || Task.isCancelled { return .notAttempted }
         do {
-            let request = try push.request(bundleID: configuration.bundleID)
-            let result = try await sender.send(request)
+            let request = try push.request(bundleID: route.bundleID)
+            let result = try await route.sender.send(request)
+            await noteSent(merchantID: merchantID)
             return .sent(apnsID: result.apnsID, status: result.status, answeredAt: now())
         } catch is CancellationError {
             return .notAttempted
@@ -362,7 +386,11 @@ public final class OrderFlowWorker: Service, Sendable {
             if Task.isCancelled { return .notAttempted }
             let error = failure as? APNSError
             switch failure.action {
-            case .configurationError, .credentialsError: pauseSending(because: failure)
+            case .configurationError, .credentialsError:
+                await pauseSending(app: route.app, bundleID: route.bundleID, merchantID: merchantID, because: failure.description,
+                                   what: failure.action == .credentialsError ? "credentials" : "configuration")
+            case .backOffToken:
+                await noteThrottled(merchantID: merchantID)
             default: break
             }
             return .failed(status: error?.status, reason: Self.reason(of: failure), action: failure.action,
@@ -380,33 +408,139 @@ public final class OrderFlowWorker: Service, Sendable {
         return String(failure.description.prefix(200))
     }
 
-    // MARK: Pausing
+    // MARK: Routing and pausing
 
-    /// Stops all sending after a configuration or credentials error, logging it once.
-    private func pauseSending(because failure: any APNSSendFailure) {
+    /// The merchant's own app, or the default one; remembered for pausing by app.
+    private func route(for merchantID: String) async -> PushRoute {
+        let route = await apps?.route(for: merchantID)
+            ?? PushRoute(app: "default", sender: sender, bundleID: configuration.bundleID)
+        if !route.transient { merchantStates.withLock { $0[merchantID, default: MerchantSendState()].app = route.app } }
+        if let why = route.unusable, !route.transient {
+            await pauseSending(app: route.app, bundleID: route.bundleID, merchantID: merchantID, because: why, what: "app")
+        }
+        return route
+    }
+
+    /// Stops sending through one app after APNs refused its configuration or credentials (or
+    /// the app cannot be used): said once, loudly, and recorded on its merchants for
+    /// `orderflow merchant list`. The other apps' merchants send on.
+    private func pauseSending(app: String, bundleID: String, merchantID: String, because reason: String, what: String) async {
         let resume = now() + configuration.pausedRetryInterval.inSeconds
-        let first = pause.withLock { state -> Bool in
-            if let until = state.until, until > now() { return false }
-            state.until = resume
+        let first = pauses.withLock { pauses -> Bool in
+            if let until = pauses[app], until > now() { return false }
+            pauses[app] = resume
             return true
         }
         guard first else { return }
-        let what = failure.action == .credentialsError ? "credentials" : "configuration"
-        logger.error(
-            "APNs refused the \(what): all sending is paused. \(failure.description) Pending pushes stay queued; sending is tried again every \(configuration.pausedRetryInterval) and resumes once APNs accepts it (or restart the worker after fixing the \(what)).",
-            metadata: ["orderflow.bundle_id": "\(configuration.bundleID)", "apns.action": "\(failure.action)"])
+        let merchants = merchantStates.withLock { states in
+            Set(states.filter { $0.value.app == app }.map(\.key)).union([merchantID]).sorted()
+        }
+        let whose = app == "default" ? "the default app's merchants (\(merchants.joined(separator: ", ")))" : "merchant \(merchantID)"
+        let fix = app == "default"
+            ? "fix the default app's settings and restart the worker"
+            : "give the merchant a working app with `orderflow merchant set-apns`"
+        let message: Logger.Message = "APNs refused the \(what) of \(bundleID): sending is paused for \(whose); other merchants send on. \(reason) Pending pushes stay queued; sending is tried again every \(configuration.pausedRetryInterval) and resumes once APNs accepts it (or \(fix))."
+        let metadata: Logger.Metadata = ["orderflow.bundle_id": "\(bundleID)", "orderflow.app": "\(app)", "orderflow.merchant": "\(merchantID)"]
+        // Loud once; while the app stays broken, each further try is a quieter record.
+        if announcedPauses.withLock({ $0.insert(app).inserted }) {
+            logger.error(message, metadata: metadata)
+        } else {
+            logger.info(message, metadata: metadata)
+        }
+        await recordPushState(merchants, MerchantPushState(
+            status: .paused, reason: String(reason.prefix(300)), until: Date(timeIntervalSince1970: resume)))
     }
 
-    /// When paused, the time sending is tried again; nil when sending.
-    private func pausedUntil() -> Double? {
-        pause.withLock { state in
-            guard let until = state.until else { return nil }
+    /// When the app is paused, the time sending is tried again; nil when sending.
+    private func pausedUntil(app: String) -> Double? {
+        pauses.withLock { pauses in
+            guard let until = pauses[app] else { return nil }
             if until <= now() {
-                state.until = nil
-                logger.info("trying to send again after the pause")
+                pauses[app] = nil
+                logger.info("trying to send again after the pause", metadata: ["orderflow.app": "\(app)"])
                 return nil
             }
             return until
+        }
+    }
+
+    /// Merchants whose orders are not claimed now: their app is paused, or APNs throttles them.
+    /// A merchant held by its own app's pause is released as soon as its stored app changes
+    /// (`set-apns` again), looked up at most every `MerchantApps` refresh interval.
+    private func heldMerchants() async -> [String] {
+        let pausedApps = Set(pauses.withLock { $0.keys }).filter { pausedUntil(app: $0) != nil }
+        let time = now()
+        let states = merchantStates.withLock { $0 }
+        var held: [String] = []
+        for (merchantID, state) in states {
+            if (state.heldUntil ?? 0) > time {
+                held.append(merchantID)
+            } else if pausedApps.contains(state.app) {
+                if state.app != "default", let apps {
+                    let current = await apps.route(for: merchantID)?.app ?? "default"
+                    if current != state.app {
+                        merchantStates.withLock { $0[merchantID]?.app = current }
+                        if !pausedApps.contains(current) { continue }
+                    }
+                }
+                held.append(merchantID)
+            }
+        }
+        return held.sorted()
+    }
+
+    /// A 429 for one of the merchant's devices. Past ``WorkerConfiguration/throttleAfter`` in a
+    /// row, the merchant's orders are held back (1 s, doubling up to the backoff cap) so that
+    /// its storm does not take the sending slots of the others: said once, and recorded.
+    private func noteThrottled(merchantID: String) async {
+        let held: Double? = merchantStates.withLock { states in
+            var state = states[merchantID, default: MerchantSendState()]
+            defer { states[merchantID] = state }
+            state.throttledAnswers += 1
+            guard state.throttledAnswers >= configuration.throttleAfter, (state.heldUntil ?? 0) <= now() else { return nil }
+            let delay = min(configuration.backoffCap.inSeconds, configuration.throttleHold.inSeconds * pow(2, Double(min(state.holds, 20))))
+            state.holds += 1
+            state.throttledAnswers = 0
+            state.heldUntil = now() + delay
+            return state.heldUntil
+        }
+        guard let held else { return }
+        let already = merchantStates.withLock { $0[merchantID]?.recorded == .throttled }
+        if !already {
+            logger.warning("APNs throttles merchant \(merchantID) (429 TooManyRequests): its pushes are sent more slowly; other merchants send on",
+                           metadata: ["orderflow.merchant": "\(merchantID)"])
+        }
+        await recordPushState([merchantID], MerchantPushState(
+            status: .throttled, reason: "APNs answers 429 TooManyRequests; pushes are held back and retried",
+            until: Date(timeIntervalSince1970: held)))
+    }
+
+    /// A push went out: the merchant's pushes flow again.
+    private func noteSent(merchantID: String) async {
+        let (wasHeld, app) = merchantStates.withLock { states -> (Bool, String?) in
+            guard var state = states[merchantID] else { return (false, nil) }
+            defer { states[merchantID] = state }
+            state.throttledAnswers = 0
+            state.holds = 0
+            state.heldUntil = nil
+            return (state.recorded != .ok, state.app)
+        }
+        if let app { announcedPauses.withLock { if !$0.isEmpty { _ = $0.remove(app) } } }
+        if wasHeld {
+            logger.info("merchant's pushes flow again", metadata: ["orderflow.merchant": "\(merchantID)"])
+            await recordPushState([merchantID], .ok)
+        }
+    }
+
+    /// Writes a push state to `merchants` (rows of merchants that were never added are none).
+    private func recordPushState(_ merchants: [String], _ state: MerchantPushState) async {
+        merchantStates.withLock { states in
+            for merchant in merchants { states[merchant, default: MerchantSendState()].recorded = state.status }
+        }
+        do {
+            _ = try await merchantStore.setPushState(merchants, state)
+        } catch {
+            logger.warning("cannot record merchants' push state", metadata: ["orderflow.error": "\(error)"])
         }
     }
 

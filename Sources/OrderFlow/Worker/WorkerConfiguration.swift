@@ -56,6 +56,12 @@ public struct WorkerConfiguration: Sendable {
     public var queueDepthSampleInterval: Duration?
     /// Transitions loaded per order to merge (the newest ones). Default 100.
     public var maximumTransitionsMerged: Int
+    /// `429 TooManyRequests` answers for one merchant in a row (without a sent push between)
+    /// after which its orders are held back, so that its storm leaves the sending slots to the
+    /// other merchants. Default 20.
+    public var throttleAfter: Int = 20
+    /// The first hold; it doubles for every further storm, up to ``backoffCap``. Default 1 second.
+    public var throttleHold: Duration = .seconds(1)
     /// Whose orders this worker claims, and (in an ``OrderFlowHost``) whose timers it fires.
     /// Default every merchant's.
     public var merchants: MerchantScope

@@ -41,7 +41,7 @@ struct APNSSettings {
             (teamID, "--apns-team-id", "ORDERFLOW_APNS_TEAM_ID", "team id, shown in the Apple Developer account's membership details"),
         ] {
             let flag = option == "--apns-key-id" ? flags.apnsKeyID : flags.apnsTeamID
-            guard id.unicodeScalars.count == 10, id.unicodeScalars.allSatisfy({ ("A"..."Z").contains($0) || ("0"..."9").contains($0) })
+            guard APNSAppIdentifiers.isAppleID(id)
             else {
                 throw CLIError(.usage, "\(source(flag, option, variable)) is \"\(MessageText.excerpt(id, limit: 20))\", not an APNs \(what.prefix { $0 != "," })",
                                remedy: "give the 10-character \(what) (capital letters and digits)")
@@ -49,17 +49,8 @@ struct APNSSettings {
         }
         // A bundle id: letters, digits, hyphens and periods (the worker adds the Live Activity
         // suffix itself).
-        let topicSource = source(flags.apnsTopic, "--apns-topic", "ORDERFLOW_APNS_TOPIC")
-        guard bundleID.unicodeScalars.count <= 155,
-              bundleID.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == ".") }),
-              !bundleID.hasPrefix("."), !bundleID.hasSuffix(".")
-        else {
-            throw CLIError(.usage, "\(topicSource) is \"\(MessageText.excerpt(bundleID, limit: 40))\", not an app bundle id",
-                           remedy: "give the app's bundle id, like com.example.orders (letters, digits, hyphens and periods)")
-        }
-        if bundleID.hasSuffix(".push-type.liveactivity") {
-            throw CLIError(.usage, "\(topicSource) ends in .push-type.liveactivity",
-                           remedy: "give the app's bundle id alone, like com.example.orders; the worker adds the Live Activity suffix")
+        if let problem = APNSAppIdentifiers.bundleIDProblem(bundleID) {
+            throw CLIError(.usage, "\(source(flags.apnsTopic, "--apns-topic", "ORDERFLOW_APNS_TOPIC")) \(problem)")
         }
 
         let keySource = source(flags.apnsKey, "--apns-key", "ORDERFLOW_APNS_KEY")
@@ -86,13 +77,7 @@ struct APNSSettings {
         if let url = value(flags.apnsURL, "ORDERFLOW_APNS_URL") {
             var trustRoots: String?
             if let caPath = value(flags.apnsCA, "ORDERFLOW_APNS_CA") {
-                let caSource = flags.apnsCA != nil ? "--apns-ca" : "ORDERFLOW_APNS_CA"
-                // Only a regular file of reasonable size: a FIFO or a device would never end.
-                guard let pem = try? SmallTextFile.read(caPath, maximumBytes: 1_048_576) else {
-                    throw CLIError(.usage, "\(caSource) names \(caPath), which cannot be read",
-                                   remedy: "give the path of the endpoint's CA certificate in PEM form")
-                }
-                trustRoots = pem
+                trustRoots = try Self.certificate(at: caPath, setting: flags.apnsCA != nil ? "--apns-ca" : "ORDERFLOW_APNS_CA")
             }
             target = .custom(baseURL: url, trustRootsPEM: trustRoots)
         } else {
@@ -106,6 +91,16 @@ struct APNSSettings {
         }
         client = APNSClientConfiguration(
             environment: target, credentials: .init(key: .file(path: keyPath), keyID: keyID, teamID: teamID))
+    }
+
+    /// The PEM text of a custom endpoint's CA certificate, named by `setting` in the error.
+    static func certificate(at path: String, setting: String) throws -> String {
+        // Only a regular file of reasonable size: a FIFO or a device would never end.
+        guard let pem = try? SmallTextFile.read(path, maximumBytes: 1_048_576) else {
+            throw CLIError(.usage, "\(setting) names \(path), which cannot be read",
+                           remedy: "give the path of the endpoint's CA certificate in PEM form")
+        }
+        return pem
     }
 
     /// Checks the endpoint and loads the signing key once, so that unusable settings fail

@@ -1,0 +1,191 @@
+import APNS
+import Crypto
+import Foundation
+import WorkflowKit
+
+extension OrderFlowEngine {
+    /// The SQL of merchants, apps and API keys.
+    var merchantStore: MerchantStore { MerchantStore(pool: pool) }
+
+    // MARK: Merchants
+
+    /// Adds a merchant (a tenant). Its pushes go through the worker's default app until it is
+    /// given its own with ``setAPNSApp(_:masterKey:)``.
+    /// - Throws: `OrderFlowError.alreadyExists` when the id is taken; `.invalidInput` for an id
+    ///   or name that cannot be stored.
+    @discardableResult
+    public func addMerchant(_ merchantID: String, name: String? = nil) async throws -> MerchantSummary {
+        try await translatingErrors {
+            try Self.validateIdentifier(merchantID, what: "merchant id")
+            try Self.validateIdentifier(name, what: "merchant name")
+            guard try await merchantStore.addMerchant(id: merchantID, name: name) else {
+                throw OrderFlowError(.alreadyExists, "merchant \(Self.shown(merchantID)) exists already; `orderflow merchant list` shows it")
+            }
+            return try await merchants().first { $0.id == merchantID }!
+        }
+    }
+
+    /// Every merchant, by id, with its app (never the key: its fingerprint) and push state.
+    public func merchants() async throws -> [MerchantSummary] {
+        try await translatingErrors { try await merchantStore.merchants() }
+    }
+
+    /// Gives a merchant its own APNs app, or replaces it (a key rotation: pushes in flight finish
+    /// with the old key, workers use the new one for the next). The key is checked (a P-256
+    /// `.p8` key), sealed with AES-GCM under `masterKey` and stored; it is never logged.
+    ///
+    /// Nothing is stored when anything is wrong: a key that does not load, a malformed bundle,
+    /// key or team id, an unknown merchant, or a database whose keys were sealed under another
+    /// master key.
+    /// - Throws: `OrderFlowError` (`.invalidInput`, `.notFound`, `.invalidConfiguration`) saying
+    ///   what is wrong and what to do.
+    @discardableResult
+    public func setAPNSApp(_ app: MerchantAPNSApp, masterKey: MasterKey) async throws -> MerchantAppSummary {
+        try await translatingErrors {
+            try Self.validateIdentifier(app.merchantID, what: "merchant id")
+            if let problem = APNSAppIdentifiers.bundleIDProblem(app.bundleID) {
+                throw OrderFlowError(.invalidInput, "the bundle id \(problem)")
+            }
+            for (id, what) in [(app.credentials.keyID, "key id"), (app.credentials.teamID, "team id")]
+            where !APNSAppIdentifiers.isAppleID(id) {
+                throw OrderFlowError(.invalidInput,
+                    "the \(what) \"\(MessageText.excerpt(id, limit: 20))\" is not an Apple \(what): give the 10 capital letters and digits shown in the Apple Developer account")
+            }
+            let signingKey: APNSSigningKey
+            let pem: String
+            do {
+                signingKey = try app.credentials.loadSigningKey()
+                switch app.credentials.key {
+                case .pem(let text): pem = text
+                case .file(let path): pem = try SmallTextFile.read(path, maximumBytes: APNSSigningKey.maximumKeyFileBytes)
+                }
+                try APNSClientConfiguration(environment: app.environment, credentials: app.credentials).validate()
+            } catch let error as APNSCredentialsError {
+                throw OrderFlowError(.invalidInput, error.message)
+            } catch let error as APNSConfigurationError {
+                throw OrderFlowError(.invalidInput, error.message)
+            } catch is SmallTextFile.Problem {
+                throw OrderFlowError(.invalidInput, "the APNs key file cannot be read; check its path and permissions")
+            }
+            guard try await merchantStore.merchantExists(app.merchantID) else {
+                throw Self.unknownMerchant(app.merchantID)
+            }
+            let others = try await merchantStore.otherMasterKeyIDs(than: masterKey.id)
+            if !others.isEmpty {
+                throw OrderFlowError(.invalidConfiguration,
+                    "the stored APNs keys are sealed under another master key (id \(others.joined(separator: ", "))), not the one given (id \(masterKey.id)); use the master key they were stored with")
+            }
+            let (environment, url, ca): (String, String?, String?) = switch app.environment {
+            case .production: ("production", nil, nil)
+            case .sandbox: ("sandbox", nil, nil)
+            case .custom(let url, let ca): ("custom", url, ca)
+            }
+            let stored = StoredMerchantApp(
+                merchantID: app.merchantID, bundleID: app.bundleID, teamID: app.credentials.teamID, keyID: app.credentials.keyID,
+                sealedKey: try masterKey.seal(Data(pem.utf8), context: Self.keyContext(merchantID: app.merchantID, teamID: app.credentials.teamID, keyID: app.credentials.keyID)),
+                keyFingerprint: signingKey.fingerprint, masterKeyID: masterKey.id,
+                environment: environment, endpointURL: url, endpointCA: ca)
+            guard try await merchantStore.saveApp(stored) else { throw Self.unknownMerchant(app.merchantID) }
+            return try await merchantStore.merchants().first { $0.id == app.merchantID }!.app!
+        }
+    }
+
+    /// What a sealed key is bound to: opening it for another row fails.
+    static func keyContext(merchantID: String, teamID: String, keyID: String) -> String {
+        "orderflow merchant_apps \(merchantID) \(teamID) \(keyID)"
+    }
+
+    static func unknownMerchant(_ merchantID: String) -> OrderFlowError {
+        OrderFlowError(.notFound, "there is no merchant \(shown(merchantID)); add it with `orderflow merchant add \(shown(merchantID))`")
+    }
+
+    // MARK: API keys
+
+    /// Every API key begins so, then its prefix, `_` and the secret.
+    public static let apiKeyScheme = "of_live_"
+    private static let apiKeyAlphabet = Array("abcdefghijkmnpqrstuvwxyz23456789")
+
+    /// Makes an API key for a merchant. The secret is in the answer only: the database keeps
+    /// its SHA-256.
+    public func createAPIKey(merchantID: String, name: String? = nil) async throws -> CreatedAPIKey {
+        try await translatingErrors {
+            try Self.validateIdentifier(merchantID, what: "merchant id")
+            try Self.validateIdentifier(name, what: "API key name")
+            func random(_ count: Int) -> String {
+                var generator = SystemRandomNumberGenerator()
+                return String((0..<count).map { _ in Self.apiKeyAlphabet.randomElement(using: &generator)! })
+            }
+            for _ in 0..<3 {
+                let prefix = random(10)
+                let secret = Self.apiKeyScheme + prefix + "_" + random(32)
+                do {
+                    guard let key = try await merchantStore.insertAPIKey(
+                        prefix: prefix, merchantID: merchantID, name: name, secretHash: Data(SHA256.hash(data: Data(secret.utf8))))
+                    else { throw Self.unknownMerchant(merchantID) }
+                    return CreatedAPIKey(key: key, secret: secret)
+                } catch let error as OrderFlowError where error.code == .notFound {
+                    throw error
+                } catch where OrderFlowError.translating(error)?.code == .conflict {
+                    continue  // a prefix taken already (1 in 2^50): draw another
+                }
+            }
+            throw OrderFlowError(.unexpected, "could not draw an unused API key prefix; try again")
+        }
+    }
+
+    /// A merchant's API keys, revoked ones included, oldest first (never their secrets).
+    public func apiKeys(merchantID: String) async throws -> [APIKeySummary] {
+        try await translatingErrors {
+            try Self.validateIdentifier(merchantID, what: "merchant id")
+            guard try await merchantStore.merchantExists(merchantID) else { throw Self.unknownMerchant(merchantID) }
+            return try await merchantStore.apiKeys(merchantID: merchantID)
+        }
+    }
+
+    /// Revokes a merchant's API key, named by its prefix (or the whole key): it no longer resolves.
+    public func revokeAPIKey(merchantID: String, prefix: String) async throws {
+        try await translatingErrors {
+            try Self.validateIdentifier(merchantID, what: "merchant id")
+            let prefix = Self.apiKeyParts(prefix)?.prefix ?? prefix
+            guard try await merchantStore.revokeAPIKey(merchantID: merchantID, prefix: prefix) else {
+                throw OrderFlowError(.notFound,
+                    "merchant \(Self.shown(merchantID)) has no live API key \(Self.shown(prefix)); `orderflow api-key list --merchant \(Self.shown(merchantID))` shows its keys")
+            }
+        }
+    }
+
+    /// The merchant a presented API key belongs to; nil for a malformed, unknown or revoked key.
+    /// The key's prefix finds one row; the secret's SHA-256 is compared with the stored one in
+    /// constant time.
+    public func resolveAPIKey(_ presented: String) async throws -> String? {
+        try await translatingErrors {
+            guard let parts = Self.apiKeyParts(presented), parts.hasSecret else { return nil }
+            guard let stored = try await merchantStore.liveAPIKey(prefix: parts.prefix) else { return nil }
+            let hash = Data(SHA256.hash(data: Data(presented.utf8)))
+            guard Self.constantTimeEqual(hash, stored.secretHash) else { return nil }
+            try await merchantStore.touchAPIKey(prefix: parts.prefix)
+            return stored.merchantID
+        }
+    }
+
+    /// `of_live_<prefix>_<secret>` split, or a bare prefix; nil for anything else.
+    private static func apiKeyParts(_ text: String) -> (prefix: String, hasSecret: Bool)? {
+        let allowed = Set(apiKeyAlphabet)
+        guard text.hasPrefix(apiKeyScheme) else {
+            return text.count == 10 && text.allSatisfy(allowed.contains) ? (text, false) : nil
+        }
+        let rest = text.dropFirst(apiKeyScheme.count).split(separator: "_", omittingEmptySubsequences: false)
+        guard rest.count == 2, rest[0].count == 10, rest[0].allSatisfy(allowed.contains) else {
+            return rest.count == 1 && rest[0].count == 10 && rest[0].allSatisfy(allowed.contains) ? (String(rest[0]), false) : nil
+        }
+        return (String(rest[0]), rest[1].count == 32)
+    }
+
+    /// Compares every byte whatever differs first: the time taken says nothing of the secret.
+    static func constantTimeEqual(_ a: Data, _ b: Data) -> Bool {
+        guard a.count == b.count else { return false }
+        var difference: UInt8 = 0
+        for (x, y) in zip(a, b) { difference |= x ^ y }
+        return difference == 0
+    }
+}

@@ -1,0 +1,193 @@
+import APNS
+import Crypto
+import Foundation
+import LocalAPNS
+import Logging
+import Metrics
+import NIOPosix
+@testable import OrderFlow
+import OrderFlowTesting
+import PGKit
+import Testing
+
+/// Two merchants, two apps, one worker and one APNs stand-in that knows both keys and both
+/// topics: each push is signed by its own app's key and sent to its own topic, and a broken app
+/// pauses (or a 429 storm slows) only its merchant.
+@Suite("Merchants' own APNs apps", .serialized)
+struct MerchantAppsTests {
+    static let alpha = (bundleID: "com.alpha.orders", keyID: "ALPHAKEY01", teamID: "ALPHATEAM1")
+    static let bravo = (bundleID: "com.bravo.orders", keyID: "BRAVOKEY01", teamID: "BRAVOTEAM1")
+    static let masterKey = MasterKey(bytes: Data((0..<32).map { UInt8($0) }))
+
+    /// The default app (alpha's key) for the `default` merchant; `bravo` with an app of its own.
+    struct Stand: Sendable {
+        let fixture: EngineFixture
+        let apns: LocalAPNSServer
+        let client: APNSClient
+        let apps: MerchantApps
+        let group: MultiThreadedEventLoopGroup
+        let bravoKey: P256.Signing.PrivateKey
+        let logs = LogRecorder()
+        var alphaEngine: OrderFlowEngine { fixture.engine }
+        let bravoEngine: OrderFlowEngine
+
+        static func make() async throws -> Stand {
+            let fixture = try await EngineFixture.make()
+            let alphaKey = P256.Signing.PrivateKey()
+            let bravoKey = P256.Signing.PrivateKey()
+            let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+            let apns = try LocalAPNSServer(configuration: .init(
+                signingKeys: [
+                    .init(keyID: alpha.keyID, teamID: alpha.teamID, publicKey: alphaKey.publicKey),
+                    .init(keyID: bravo.keyID, teamID: bravo.teamID, publicKey: bravoKey.publicKey),
+                ],
+                acceptedBundleIDs: [alpha.bundleID, bravo.bundleID]), eventLoopGroup: group)
+            try await apns.start()
+            let client = try APNSClient(
+                configuration: .init(environment: .custom(baseURL: apns.baseURL, trustRootsPEM: apns.trustRootPEM),
+                                     credentials: .init(key: .pem(alphaKey.pemRepresentation), keyID: alpha.keyID, teamID: alpha.teamID)),
+                logger: Logger(label: "apns", factory: { _ in SwiftLogNoOpLogHandler() }), eventLoopGroup: group,
+                providerTokens: { [pool = fixture.engine.pool] key in SharedProviderTokens(store: MerchantStore(pool: pool), signingKey: key) })
+            let bravoEngine = try fixture.engine.forMerchant("bravo")
+            _ = try await bravoEngine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
+            try await fixture.engine.addMerchant("default")
+            try await fixture.engine.addMerchant("bravo", name: "Bravo Burgers")
+            let stand = Stand(
+                fixture: fixture, apns: apns, client: client,
+                apps: MerchantApps(configuration: .init(masterKey: masterKey, refreshInterval: .milliseconds(100)),
+                                   pool: fixture.engine.pool, logger: Logger(label: "apps", factory: { _ in SwiftLogNoOpLogHandler() }),
+                                   eventLoopGroup: group),
+                group: group, bravoKey: bravoKey, bravoEngine: bravoEngine)
+            try await stand.setBravoApp(key: bravoKey)
+            return stand
+        }
+
+        func setBravoApp(key: P256.Signing.PrivateKey, keyID: String = bravo.keyID) async throws {
+            try await alphaEngine.setAPNSApp(MerchantAPNSApp(
+                merchantID: "bravo", bundleID: bravo.bundleID,
+                credentials: .init(key: .pem(key.pemRepresentation), keyID: keyID, teamID: bravo.teamID),
+                environment: .custom(baseURL: apns.baseURL, trustRootsPEM: apns.trustRootPEM)), masterKey: masterKey)
+        }
+
+        func worker(_ adjust: (inout WorkerConfiguration) -> Void = { _ in }) -> RunningWorker {
+            var configuration = WorkerConfiguration(
+                bundleID: alpha.bundleID, workerID: "w-merchants", lease: .seconds(30), minimumPushInterval: .milliseconds(20),
+                maximumAttempts: 1000, backoffBase: .milliseconds(50), backoffCap: .milliseconds(400),
+                pausedRetryInterval: .seconds(60), queueDepthSampleInterval: nil)
+            adjust(&configuration)
+            let worker = OrderFlowWorker(
+                configuration: configuration, pool: fixture.engine.pool, sender: client, wakeSignal: alphaEngine.wakeSignal,
+                logger: logs.logger(label: "worker"), metricsFactory: NOOPMetricsHandler.instance, apps: apps)
+            return RunningWorker(worker, listener: nil)
+        }
+
+        func order(_ engine: OrderFlowEngine, _ orderID: String, token: String) async throws {
+            _ = try await engine.createOrder(NewOrder(orderID: orderID, workflow: "food-order",
+                attributes: ["merchantName": "Kitchen", "orderNumber": .string(orderID), "itemCount": 1]))
+            try await engine.registerActivityToken(orderID: orderID, deviceID: "phone-\(orderID)", token: token)
+            _ = try await engine.advance(orderID, to: "accept")
+        }
+
+        func shutdown() async {
+            await apps.shutdown()
+            try? await client.shutdown()
+            try? await apns.stop()
+            try? await group.shutdownGracefully()
+            await fixture.shutdown()
+        }
+    }
+
+    @Test("each push is signed by its own app's key and sent to its own topic", .timeLimit(.minutes(2)))
+    func eachMerchantThroughItsOwnApp() async throws {
+        let stand = try await Stand.make()
+        let worker = stand.worker()
+        let alphaToken = EngineFixture.token(201)
+        let bravoToken = EngineFixture.token(202)
+        try await stand.order(stand.alphaEngine, "A1", token: alphaToken)
+        try await stand.order(stand.bravoEngine, "B1", token: bravoToken)
+        try await eventually("both orders' updates arrive") {
+            !stand.apns.pushes(forToken: alphaToken).isEmpty && !stand.apns.pushes(forToken: bravoToken).isEmpty
+        }
+        for push in stand.apns.pushes(forToken: alphaToken) {
+            #expect(push.topic == "\(Self.alpha.bundleID).push-type.liveactivity" && push.keyID == Self.alpha.keyID)
+        }
+        for push in stand.apns.pushes(forToken: bravoToken) {
+            #expect(push.topic == "\(Self.bravo.bundleID).push-type.liveactivity" && push.keyID == Self.bravo.keyID)
+        }
+        #expect(stand.apns.rejections().isEmpty, "\(stand.apns.rejections())")
+        // One provider token per app, kept in the database for the other workers.
+        let stored = try await stand.alphaEngine.pool.query(PostgresQuery(
+            "SELECT key_id FROM apns_provider_tokens ORDER BY key_id")).map { try $0.decode("key_id", as: String.self) }
+        #expect(stored == [Self.alpha.keyID, Self.bravo.keyID])
+        try await worker.stop()
+        await stand.shutdown()
+    }
+
+    @Test("a 429 storm and a revoked key pause only their merchant; the other delivers everything on time",
+          .timeLimit(.minutes(3)))
+    func brokenAppPausesOnlyItsMerchant() async throws {
+        let stand = try await Stand.make()
+        let worker = stand.worker { $0.throttleAfter = 3 }
+        let bravoTokens = (0..<10).map { EngineFixture.token(300 + $0) }
+        for token in bravoTokens { stand.apns.injectFault(.tooManyRequests, deviceToken: token) }
+
+        // The storm: bravo's devices all answer 429 while alpha's orders flow.
+        for (index, token) in bravoTokens.enumerated() { try await stand.order(stand.bravoEngine, "B\(index)", token: token) }
+        var alphaTokens: [String] = []
+        let started = ContinuousClock.now
+        for index in 0..<20 {
+            let token = EngineFixture.token(400 + index)
+            alphaTokens.append(token)
+            try await stand.order(stand.alphaEngine, "A\(index)", token: token)
+        }
+        try await eventually("every alpha order is delivered") {
+            alphaTokens.allSatisfy { stand.apns.pushes(forToken: $0).contains { $0.aps?["content-state"]?["status"]?.stringValue == "preparing" } }
+        }
+        #expect(ContinuousClock.now - started < .seconds(5), "alpha's pushes were held up: \(ContinuousClock.now - started)")
+        try await eventually("bravo is marked throttled") {
+            try await stand.alphaEngine.merchants().first { $0.id == "bravo" }?.pushState.status == .throttled
+        }
+        #expect(try await stand.alphaEngine.merchants().first { $0.id == "default" }?.pushState.status == .ok)
+
+        // Now bravo's key is revoked (a key APNs does not know): its pushes pause, said once.
+        stand.apns.clearFaults()
+        try await stand.setBravoApp(key: P256.Signing.PrivateKey(), keyID: "REVOKED001")
+        for index in 10..<15 { try await stand.order(stand.bravoEngine, "B\(index)", token: EngineFixture.token(300 + index)) }
+        try await eventually("bravo is paused") {
+            try await stand.alphaEngine.merchants().first { $0.id == "bravo" }?.pushState.status == .paused
+        }
+        let paused = try #require(try await stand.alphaEngine.merchants().first { $0.id == "bravo" }?.pushState)
+        #expect(paused.reason?.contains("InvalidProviderToken") == true, "\(paused)")
+        let secondRound = ContinuousClock.now
+        for index in 20..<40 {
+            let token = EngineFixture.token(400 + index)
+            alphaTokens.append(token)
+            try await stand.order(stand.alphaEngine, "A\(index)", token: token)
+        }
+        try await eventually("alpha's second round is delivered") {
+            alphaTokens.allSatisfy { !stand.apns.pushes(forToken: $0).isEmpty }
+        }
+        #expect(ContinuousClock.now - secondRound < .seconds(5))
+        let refusals = stand.logs.records.filter { $0.level == .error && $0.message.contains("sending is paused for merchant bravo") }
+        #expect(refusals.count == 1, "said once: \(refusals.map(\.message))")
+        #expect(!stand.logs.records.contains { $0.metadata["orderflow.app"] == "default" }, "the default app was never paused")
+        // Bravo's later orders wait in the queue, unsent and not dead.
+        #expect(try await stand.alphaEngine.pool.query(PostgresQuery(
+            "SELECT count(*) AS n FROM activity_commands WHERE merchant_id = 'bravo'")).single().decode("n", as: Int.self) > 0)
+        #expect(try await stand.alphaEngine.pool.query(PostgresQuery(
+            "SELECT count(*) AS n FROM deliveries WHERE merchant_id = 'bravo' AND outcome = 'dead'")).single().decode("n", as: Int.self) == 0)
+
+        // set-apns with a working key: the new app is not held by the old one's pause; the
+        // waiting pushes go out, signed with it, and bravo shows ok again.
+        try await stand.setBravoApp(key: stand.bravoKey)
+        try await eventually("bravo's waiting pushes go out") {
+            (10..<15).allSatisfy { !stand.apns.pushes(forToken: EngineFixture.token(300 + $0)).isEmpty }
+        }
+        #expect((10..<15).allSatisfy { stand.apns.pushes(forToken: EngineFixture.token(300 + $0)).allSatisfy { $0.keyID == Self.bravo.keyID } })
+        try await eventually("bravo shows ok") {
+            try await stand.alphaEngine.merchants().first { $0.id == "bravo" }?.pushState.status == .ok
+        }
+        try await worker.stop()
+        await stand.shutdown()
+    }
+}
