@@ -9,6 +9,7 @@ import PackageDescription
 //   APNS (Apple Push Notification service client over APNSCore; knows nothing of workflows)
 //   OrderFlow (the engine, its SQL in Store/, the worker, OrderFlowHost: the running system
 //     as one Service; a DocC catalog)
+//   OrderFlowHTTP (the HTTP API from openapi/orderflow.yaml, on Hummingbird: translates, calls)
 //   ConsoleOutput (text for people) · OrderFlowDemo (the demo, on the public API)
 //   → orderflow (the CLI: arguments in, library calls out; no SQL, no libpq)
 // Never on a production path: LocalAPNS (an APNs stand-in), LocalPostgres (the embedded
@@ -39,6 +40,12 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.10.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.0.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.0.0"),
+        // The HTTP API: Hummingbird, and the code swift-openapi-generator made from the contract
+        // (committed; scripts/generate-openapi makes it again).
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.20.0"),
+        .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.8.0"),
+        .package(url: "https://github.com/hummingbird-project/swift-openapi-hummingbird.git", from: "2.0.0"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.3.0"),
         // `swift package generate-documentation --target OrderFlow` (the DocC catalog).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.4.0"),
     ],
@@ -106,6 +113,21 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             resources: [.copy("Migrations")]
+        ),
+        .target(
+            name: "OrderFlowHTTP",
+            dependencies: [
+                "OrderFlow",
+                "WorkflowKit",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            exclude: ["Generated/contract.sha256"],
+            resources: [.copy("Resources/openapi.yaml")]
         ),
         .target(
             name: "PostgresTesting",
@@ -193,6 +215,14 @@ let package = Package(
         ),
         .testTarget(name: "CLITests", dependencies: ["OrderFlowTesting", "LocalAPNS"]),
         .testTarget(name: "TextOutputTests", dependencies: ["ConsoleOutput", "OrderFlowDemo", "OrderFlowTesting"]),
+        .testTarget(
+            name: "OrderFlowHTTPTests",
+            dependencies: [
+                "OrderFlowHTTP", "OrderFlow", "OrderFlowTesting",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

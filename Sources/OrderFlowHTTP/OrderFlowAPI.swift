@@ -1,0 +1,281 @@
+import Foundation
+import HTTPTypes
+import OpenAPIRuntime
+import OrderFlow
+import WorkflowKit
+
+/// The HTTP API's handlers: each translates the request to one library call and its result (or
+/// error) back, nothing more. The merchant comes from the request's API key (``RequestScope``).
+struct OrderFlowAPI: APIProtocol {
+    let engine: OrderFlowEngine
+    /// Whether this process runs a worker (`/healthz` says so).
+    let runsWorker: Bool
+
+    // MARK: Workflows
+
+    func listWorkflows(_ input: Operations.ListWorkflows.Input) async throws -> Operations.ListWorkflows.Output {
+        await respond(Operations.ListWorkflows.Output.default) { engine in
+            let summaries = try await engine.workflowVersions()
+            return .ok(.init(body: .json(.init(workflows: summaries.map {
+                .init(name: $0.name, newestVersion: $0.latestVersion, versions: $0.versions, updatedAt: $0.updatedAt)
+            }))))
+        }
+    }
+
+    func applyWorkflow(_ input: Operations.ApplyWorkflow.Input) async throws -> Operations.ApplyWorkflow.Output {
+        await respond(Operations.ApplyWorkflow.Output.default) { engine in
+            guard case .yaml(let body) = input.body else { throw OrderFlowError(.invalidInput, "send the workflow file as application/yaml") }
+            let bytes = try await Self.collect(body, what: "the workflow file")
+            guard let yaml = String(validating: bytes, as: UTF8.self) else {
+                throw OrderFlowError(.invalidInput, "the workflow file is not UTF-8 text; save it as UTF-8 and send it again")
+            }
+            let applied = try await engine.applyWorkflow(yaml: yaml, file: "request body")
+            let result = Components.Schemas.AppliedWorkflow(name: applied.name, version: applied.version, created: applied.created)
+            return applied.created ? .created(.init(body: .json(result))) : .ok(.init(body: .json(result)))
+        }
+    }
+
+    func getWorkflow(_ input: Operations.GetWorkflow.Input) async throws -> Operations.GetWorkflow.Output {
+        await respond(Operations.GetWorkflow.Output.default) { engine in
+            let stored = try await engine.storedWorkflow(name: input.path.name, version: input.query.version)
+            return .ok(.init(body: .json(.init(
+                name: stored.name, version: stored.version, attributesType: stored.workflow.attributesType,
+                states: stored.workflow.states.map(\.name), source: stored.source, createdAt: stored.createdAt))))
+        }
+    }
+
+    func getWorkflowSwift(_ input: Operations.GetWorkflowSwift.Input) async throws -> Operations.GetWorkflowSwift.Output {
+        await respond(Operations.GetWorkflowSwift.Output.default) { engine in
+            let stored = try await engine.storedWorkflow(name: input.path.name, version: input.query.version)
+            return .ok(.init(body: .plainText(HTTPBody(stored.workflow.swiftActivityAttributes()))))
+        }
+    }
+
+    // MARK: Orders
+
+    func listOrders(_ input: Operations.ListOrders.Input) async throws -> Operations.ListOrders.Output {
+        await respond(Operations.ListOrders.Output.default) { engine in
+            let query = input.query
+            let page = try await engine.orders(OrderQuery(workflow: query.workflow, state: query.state, after: query.cursor,
+                                                          limit: query.limit ?? 50))
+            var orders: [Components.Schemas.Order] = []
+            for summary in page.orders {
+                orders.append(try await order(summary.order, engine))
+            }
+            return .ok(.init(body: .json(.init(orders: orders, nextCursor: page.nextCursor))))
+        }
+    }
+
+    func createOrder(_ input: Operations.CreateOrder.Input) async throws -> Operations.CreateOrder.Output {
+        await respond(Operations.CreateOrder.Output.default) { engine in
+            guard case .json(let body) = input.body else { throw OrderFlowError(.invalidInput, "send the order as application/json") }
+            let created = try await engine.createOrder(NewOrder(
+                orderID: body.id, workflow: body.workflow, workflowVersion: body.workflowVersion,
+                attributes: try Self.value(body.attributes), input: try Self.value(body.input),
+                idempotencyKey: input.headers.idempotencyKey, actor: Self.actor))
+            return .created(.init(body: .json(try await order(created, engine))))
+        }
+    }
+
+    func getOrder(_ input: Operations.GetOrder.Input) async throws -> Operations.GetOrder.Output {
+        await respond(Operations.GetOrder.Output.default) { engine in
+            let details = try await engine.order(input.path.id)
+            return .ok(.init(body: .json(.init(
+                order: try await order(details.order, engine),
+                activities: details.activities.map {
+                    .init(device: $0.deviceID, status: $0.status, tokenSuffix: $0.tokenSuffix, lastSeq: $0.lastSeq,
+                          lastPushedAt: $0.lastPushedAt)
+                },
+                pendingUpdates: details.pendingCommands))))
+        }
+    }
+
+    func getOrderHistory(_ input: Operations.GetOrderHistory.Input) async throws -> Operations.GetOrderHistory.Output {
+        await respond(Operations.GetOrderHistory.Output.default) { engine in
+            let history = try await engine.history(input.path.id)
+            let workflow = try await engine.workflow(of: history.order)
+            return .ok(.init(body: .json(.init(
+                order: try Self.order(history.order.readable(in: workflow)),
+                transitions: try history.transitions.map { try Self.transition($0.readable(in: workflow)) },
+                deliveries: history.deliveries.map(Self.delivery)))))
+        }
+    }
+
+    func advanceOrder(_ input: Operations.AdvanceOrder.Input) async throws -> Operations.AdvanceOrder.Output {
+        await respond(Operations.AdvanceOrder.Output.default) { engine in
+            guard case .json(let body) = input.body else { throw OrderFlowError(.invalidInput, "send the advance as application/json") }
+            let target: String
+            switch (body.to, body.event) {
+            case (let state?, nil): target = state
+            case (nil, let event?): target = event
+            case (.some, .some): throw OrderFlowError(.invalidInput, "give `to` (a state) or `event`, not both")
+            case (nil, nil): throw OrderFlowError(.invalidInput, "give `to` (a state) or `event` (an event name)")
+            }
+            let result = try await engine.advance(
+                input.path.id, to: target, input: try Self.value(body.input), idempotencyKey: input.headers.idempotencyKey,
+                expectedState: body.expectedState, actor: Self.actor)
+            return .ok(.init(body: .json(try await advanceResult(result, engine))))
+        }
+    }
+
+    func cancelOrder(_ input: Operations.CancelOrder.Input) async throws -> Operations.CancelOrder.Output {
+        await respond(Operations.CancelOrder.Output.default) { engine in
+            var reason: String?
+            if case .json(let body)? = input.body { reason = body.reason }
+            let result = try await engine.cancel(input.path.id, reason: reason, idempotencyKey: input.headers.idempotencyKey,
+                                                 actor: Self.actor)
+            return .ok(.init(body: .json(try await advanceResult(result, engine))))
+        }
+    }
+
+    // MARK: Devices
+
+    func followOrder(_ input: Operations.FollowOrder.Input) async throws -> Operations.FollowOrder.Output {
+        await respond(Operations.FollowOrder.Output.default) { engine in
+            try await engine.follow(orderID: input.path.id, deviceID: input.path.device)
+            return .noContent(.init())
+        }
+    }
+
+    func unfollowOrder(_ input: Operations.UnfollowOrder.Input) async throws -> Operations.UnfollowOrder.Output {
+        await respond(Operations.UnfollowOrder.Output.default) { engine in
+            try await engine.unfollow(orderID: input.path.id, deviceID: input.path.device)
+            return .noContent(.init())
+        }
+    }
+
+    func registerActivityToken(_ input: Operations.RegisterActivityToken.Input) async throws -> Operations.RegisterActivityToken.Output {
+        await respond(Operations.RegisterActivityToken.Output.default) { engine in
+            guard case .json(let body) = input.body else { throw OrderFlowError(.invalidInput, "send the token as application/json") }
+            let stored = try await engine.registerActivityToken(orderID: input.path.id, deviceID: input.path.device, token: body.token)
+            return .ok(.init(body: .json(.init(tokenSuffix: Self.suffix(stored)))))
+        }
+    }
+
+    func registerPushToStartToken(_ input: Operations.RegisterPushToStartToken.Input) async throws -> Operations.RegisterPushToStartToken.Output {
+        await respond(Operations.RegisterPushToStartToken.Output.default) { engine in
+            guard case .json(let body) = input.body else { throw OrderFlowError(.invalidInput, "send the token as application/json") }
+            let stored = try await engine.registerPushToStartToken(
+                deviceID: input.path.device, attributesType: input.path.attributesType, token: body.token)
+            return .ok(.init(body: .json(.init(tokenSuffix: Self.suffix(stored)))))
+        }
+    }
+
+    func registerAlertToken(_ input: Operations.RegisterAlertToken.Input) async throws -> Operations.RegisterAlertToken.Output {
+        await respond(Operations.RegisterAlertToken.Output.default) { engine in
+            guard case .json(let body) = input.body else { throw OrderFlowError(.invalidInput, "send the token as application/json") }
+            let stored = try await engine.registerDeviceToken(deviceID: input.path.device, token: body.token)
+            return .ok(.init(body: .json(.init(tokenSuffix: Self.suffix(stored)))))
+        }
+    }
+
+    // MARK: Deliveries
+
+    func listDeliveries(_ input: Operations.ListDeliveries.Input) async throws -> Operations.ListDeliveries.Output {
+        await respond(Operations.ListDeliveries.Output.default) { engine in
+            let deliveries = try await engine.deliveries(failedOnly: input.query.failed ?? false, limit: input.query.limit ?? 100)
+            return .ok(.init(body: .json(.init(deliveries: deliveries.map(Self.delivery)))))
+        }
+    }
+
+    func retryDelivery(_ input: Operations.RetryDelivery.Input) async throws -> Operations.RetryDelivery.Output {
+        await respond(Operations.RetryDelivery.Output.default) { engine in
+            try await engine.retryDelivery(id: input.path.deliveryID)
+            return .accepted(.init())
+        }
+    }
+
+    // MARK: Health
+
+    func health(_ input: Operations.Health.Input) async throws -> Operations.Health.Output {
+        let worker = runsWorker ? "running" : "not in this process (--no-worker)"
+        do {
+            _ = try await engine.schemaStatus()
+            return .ok(.init(body: .json(.init(status: .ok, database: "reachable", worker: worker))))
+        } catch {
+            let problem = ProblemResponse.problem(for: error, requestID: RequestScope.current?.requestID)
+            return .serviceUnavailable(.init(body: .json(.init(status: .unhealthy, database: problem.body.detail, worker: worker))))
+        }
+    }
+
+    // MARK: Translation
+
+    /// The history's actor for changes made through the API.
+    static var actor: String { "api:\(RequestScope.current?.requestID ?? "-")" }
+
+    /// Runs `body` with the engine of the request's merchant; any error becomes a problem response.
+    private func respond<Output>(
+        _ problem: (Int, Components.Responses.Problem) -> Output, _ body: (OrderFlowEngine) async throws -> Output
+    ) async -> Output {
+        let requestID = RequestScope.current?.requestID
+        do {
+            guard let scope = RequestScope.current else {
+                throw OrderFlowError(.unexpected, "the request reached a handler without its merchant; this is a bug in the server")
+            }
+            return try await body(try engine.forMerchant(scope.merchantID))
+        } catch {
+            let (status, details) = ProblemResponse.problem(for: error, requestID: requestID)
+            let headers = Components.Responses.Problem.Headers(
+                retryAfter: status == .serviceUnavailable ? ProblemResponse.retryAfterSeconds : nil)
+            return problem(status.code, .init(headers: headers, body: .applicationProblemJson(.init(
+                _type: details.type, title: details.title, status: details.status, detail: details.detail, code: details.code,
+                requestId: details.requestID, currentState: details.currentState, candidates: details.candidates,
+                diagnostics: details.diagnostics?.map { .init(line: $0.line, column: $0.column, message: $0.message) }))))
+        }
+    }
+
+    /// Request bodies are read up to this size.
+    static let maximumBodyBytes = 1 << 20
+
+    static func collect(_ body: HTTPBody, what: String) async throws -> [UInt8] {
+        do {
+            return try await [UInt8](collecting: body, upTo: maximumBodyBytes)
+        } catch {
+            throw OrderFlowError(.invalidInput, "\(what) is over \(maximumBodyBytes / 1024) KiB; send a smaller one")
+        }
+    }
+
+    static func value(_ object: Components.Schemas.JSONObject?) throws -> JSONValue {
+        guard let object else { return [:] }
+        return try JSONValue(data: JSONEncoder().encode(object))
+    }
+
+    static func object(_ value: JSONValue) throws -> Components.Schemas.JSONObject {
+        try JSONDecoder().decode(Components.Schemas.JSONObject.self, from: Data(value.serialized))
+    }
+
+    private func order(_ snapshot: OrderSnapshot, _ engine: OrderFlowEngine) async throws -> Components.Schemas.Order {
+        try Self.order(snapshot.readable(in: try await engine.workflow(of: snapshot)))
+    }
+
+    private func advanceResult(_ result: AdvanceResult, _ engine: OrderFlowEngine) async throws -> Components.Schemas.AdvanceResult {
+        let workflow = try await engine.workflow(of: result.order)
+        return .init(order: try Self.order(result.order.readable(in: workflow)),
+                     transition: try Self.transition(result.transition.readable(in: workflow)), replayed: result.replayed)
+    }
+
+    static func order(_ order: OrderSnapshot) throws -> Components.Schemas.Order {
+        .init(id: order.orderID, workflow: order.workflow, workflowVersion: order.workflowVersion, state: order.state, seq: order.seq,
+              isFinal: order.isFinal, attributes: try object(order.attributes), content: try object(order.content),
+              createdAt: order.createdAt, updatedAt: order.updatedAt, stateEnteredAt: order.stateEnteredAt)
+    }
+
+    static func transition(_ record: TransitionRecord.Readable) throws -> Components.Schemas.Transition {
+        .init(seq: record.seq, from: record.from, to: record.to, event: record.event, input: try object(record.input),
+              actor: record.actor, occurredAt: record.occurredAt, content: try object(record.content), staleDate: record.staleDate,
+              dismissalDate: record.dismissalDate, relevanceScore: record.relevanceScore,
+              priority: record.priority >= 10 ? ._10 : ._5, aps: try object(record.aps))
+    }
+
+    static func delivery(_ delivery: DeliveryRecord) -> Components.Schemas.Delivery {
+        .init(id: delivery.id, orderId: delivery.orderID, device: delivery.deviceID, seq: delivery.seq, merged: delivery.merged,
+              event: delivery.event, tokenKind: delivery.tokenKind, tokenSuffix: delivery.tokenSuffix, priority: delivery.priority,
+              apsTimestamp: delivery.apsTimestamp, status: delivery.status, reason: delivery.reason,
+              outcome: .init(rawValue: delivery.outcome.rawValue) ?? .dead, attemptedAt: delivery.attemptedAt)
+    }
+
+    /// The last eight characters of a stored token: never the whole credential.
+    static func suffix(_ token: String) -> String {
+        String(token.suffix(8))
+    }
+}

@@ -1,0 +1,162 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import OpenAPIHummingbird
+import OpenAPIRuntime
+import OrderFlow
+import ServiceLifecycle
+import Synchronization
+
+/// Where and how the HTTP API listens.
+public struct OrderFlowHTTPConfiguration: Sendable {
+    /// Loopback by default: put a TLS-terminating proxy in front to serve other machines.
+    public var host: String = "127.0.0.1"
+    /// 0 picks a free port (see ``OrderFlowHTTPServer/boundPort``).
+    public var port: Int = 8080
+    /// Whether this process also runs the worker (for `/healthz`).
+    public var runsWorker: Bool = true
+
+    public init(host: String = "127.0.0.1", port: Int = 8080, runsWorker: Bool = true) {
+        self.host = host
+        self.port = port
+        self.runsWorker = runsWorker
+    }
+}
+
+/// The HTTP API (`openapi/orderflow.yaml`) on Hummingbird, as a `Service`: run it beside an
+/// ``OrderFlowHost`` (or an engine of your own) in one `ServiceGroup`; a graceful shutdown lets
+/// the requests in flight finish.
+public final class OrderFlowHTTPServer: Service, Sendable {
+    let engine: OrderFlowEngine
+    let configuration: OrderFlowHTTPConfiguration
+    let logger: Logger
+    private let port = Mutex<Int?>(nil)
+    private let started = AsyncStream<Int>.makeStream()
+
+    public init(engine: OrderFlowEngine, configuration: OrderFlowHTTPConfiguration = .init(), logger: Logger) {
+        self.engine = engine
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// The port the server listens on, once it does.
+    public var boundPort: Int? { port.withLock { $0 } }
+
+    /// Waits until the server listens; its port.
+    public func listening() async -> Int? {
+        if let port = boundPort { return port }
+        for await port in started.stream { return port }
+        return boundPort
+    }
+
+    public func run() async throws {
+        let application = Application(
+            router: try Self.router(engine: engine, runsWorker: configuration.runsWorker, logger: logger),
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "OrderFlow"),
+            onServerRunning: { [self] channel in
+                let bound = channel.localAddress?.port
+                port.withLock { $0 = bound }
+                if let bound { started.continuation.yield(bound) }
+                started.continuation.finish()
+            },
+            logger: logger)
+        try await application.run()
+    }
+
+    /// The routes, for this server and for tests in process.
+    static func router(engine: OrderFlowEngine, runsWorker: Bool, logger: Logger) throws -> Router<BasicRequestContext> {
+        let router = Router()
+        router.add(middleware: RequestBodyLimit())
+        router.add(middleware: RequestErrors())
+        router.add(middleware: MerchantAuthentication(engine: engine, publicPaths: ["/healthz", "/openapi.yaml"]))
+        router.get("/openapi.yaml") { _, _ in
+            Response(status: .ok, headers: [.contentType: "application/yaml"],
+                     body: .init(byteBuffer: ByteBuffer(bytes: Contract.document)))
+        }
+        let api = OrderFlowAPI(engine: engine, runsWorker: runsWorker)
+        try api.registerHandlers(on: router)
+        return router
+    }
+}
+
+/// The contract, served as it is in the repository (`openapi/orderflow.yaml`).
+enum Contract {
+    static let document: [UInt8] = {
+        guard let url = Bundle.module.url(forResource: "openapi", withExtension: "yaml"),
+              let data = try? Data(contentsOf: url)
+        else { return Array("openapi: 3.1.0\n# the bundled contract could not be read\n".utf8) }
+        return Array(data)
+    }()
+}
+
+/// Refuses a body over ``OrderFlowAPI/maximumBodyBytes`` before reading it (413), as its
+/// `Content-Length` announces; a body without one is cut at the same size when read.
+struct RequestBodyLimit<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > OrderFlowAPI.maximumBodyBytes {
+            return ProblemResponse.response(
+                status: .contentTooLarge, code: "invalidInput",
+                detail: "the request body is \(length) bytes; at most \(OrderFlowAPI.maximumBodyBytes) are accepted",
+                requestID: nil)
+        }
+        return try await next(request, context)
+    }
+}
+
+/// A request the generated server could not read (malformed JSON, a wrong type, a missing
+/// field, an unknown content type) is the caller's mistake: 400 with a problem body that names
+/// what was wrong, never a 500.
+struct RequestErrors<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as ServerError {
+            return ProblemResponse.response(
+                status: .badRequest, code: "invalidInput", detail: Self.sentence(error), requestID: RequestScope.current?.requestID)
+        } catch let error as HTTPError {
+            return ProblemResponse.response(
+                status: error.status, code: error.status == .notFound ? "notFound" : "invalidInput",
+                detail: error.body ?? "\(error.status.reasonPhrase.lowercased())", requestID: RequestScope.current?.requestID)
+        }
+    }
+
+    /// What the generated code found wrong, in a sentence a client can act on.
+    static func sentence(_ error: ServerError) -> String {
+        switch error.underlyingError {
+        case let decoding as DecodingError:
+            return "the request body does not fit \(error.operationID)'s schema: " + describe(decoding)
+        default:
+            return "the request does not fit \(error.operationID) in the contract (GET /openapi.yaml): \(error.causeDescription)"
+        }
+    }
+
+    static func describe(_ error: DecodingError) -> String {
+        func path(_ context: DecodingError.Context) -> String {
+            let names = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
+            return names.isEmpty ? "the body" : "`\(names.joined(separator: "."))`"
+        }
+        switch error {
+        case .keyNotFound(let key, let context):
+            return "\(path(context)) lacks the required field `\(key.stringValue)`"
+        case .typeMismatch(let type, let context):
+            return "\(path(context)) is not \(Self.article(type))"
+        case .valueNotFound(let type, let context):
+            return "\(path(context)) is null where \(Self.article(type)) is required"
+        case .dataCorrupted(let context):
+            return context.codingPath.isEmpty ? "it is not valid JSON" : "\(path(context)) is not valid: \(context.debugDescription)"
+        @unknown default:
+            return "it could not be read"
+        }
+    }
+
+    static func article(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "a string"
+        case is Int.Type, is Int64.Type: "an integer"
+        case is Double.Type: "a number"
+        case is Bool.Type: "true or false"
+        default: "the declared type"
+        }
+    }
+}

@@ -1,0 +1,92 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import OrderFlow
+import WorkflowKit
+
+/// Errors as problem details (RFC 9457, `application/problem+json`): the HTTP status that fits
+/// the engine's error code, the code itself, and the engine's sentence — what went wrong and
+/// what to do. Nothing else of an error (types, stacks, SQL) reaches the body.
+enum ProblemResponse {
+    struct Body: Encodable {
+        var type = "about:blank"
+        var title: String
+        var status: Int
+        var detail: String
+        var code: String
+        var requestID: String?
+        /// States or names the caller may have meant (an invalid transition's allowed targets).
+        var candidates: [String]?
+        var currentState: String?
+        var diagnostics: [Diagnostic]?
+
+        struct Diagnostic: Encodable {
+            var line: Int
+            var column: Int
+            var message: String
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case type, title, status, detail, code, candidates, diagnostics
+            case requestID = "request_id"
+            case currentState = "current_state"
+        }
+    }
+
+    /// Seconds a client waits before retrying a 503.
+    static let retryAfterSeconds = 2
+
+    /// The status and body for any error a handler meets.
+    static func problem(for error: any Error, requestID: String?) -> (status: HTTPResponse.Status, body: Body) {
+        if let error = error as? WorkflowValidationError {
+            let count = error.diagnostics.count
+            var body = Body(
+                title: HTTPResponse.Status.unprocessableContent.reasonPhrase, status: 422,
+                detail: "the workflow file does not load: \(count == 1 ? "1 problem" : "\(count) problems"), listed in `diagnostics` (line and column in the file sent)",
+                code: "invalidWorkflow", requestID: requestID)
+            body.diagnostics = error.diagnostics.map { .init(line: $0.line, column: $0.column, message: $0.message) }
+            return (.unprocessableContent, body)
+        }
+        guard let error = OrderFlowError.translating(error) else {
+            return (.internalServerError, Body(
+                title: "Internal Server Error", status: 500,
+                detail: "the server met an error it does not know; the request may not have been applied, retry with the same Idempotency-Key, and report it with the request id if it persists",
+                code: "unexpected", requestID: requestID))
+        }
+        let status = status(for: error.code)
+        return (status, Body(
+            title: status.reasonPhrase, status: status.code, detail: error.message, code: error.code.rawValue,
+            requestID: requestID, candidates: error.candidates.isEmpty ? nil : error.candidates,
+            currentState: error.currentState))
+    }
+
+    static func status(for code: OrderFlowError.Code) -> HTTPResponse.Status {
+        switch code {
+        case .notFound: .notFound
+        case .alreadyExists, .conflict: .conflict
+        case .invalidTransition: .unprocessableContent
+        case .invalidInput: .badRequest
+        case .databaseUnavailable: .serviceUnavailable
+        case .invalidConfiguration, .unexpected: .internalServerError
+        }
+    }
+
+    /// A whole response, for middleware that answers before any handler runs.
+    static func response(for error: any Error, requestID: String?) -> Response {
+        let (status, body) = problem(for: error, requestID: requestID)
+        return response(status: status, body: body)
+    }
+
+    static func response(status: HTTPResponse.Status, code: String, detail: String, requestID: String?) -> Response {
+        response(status: status, body: Body(title: status.reasonPhrase, status: status.code, detail: detail, code: code, requestID: requestID))
+    }
+
+    static func response(status: HTTPResponse.Status, body: Body) -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let data = (try? encoder.encode(body)) ?? Data(#"{"title":"error"}"#.utf8)
+        var headers: HTTPFields = [.contentType: "application/problem+json; charset=utf-8"]
+        if status == .serviceUnavailable { headers[.retryAfter] = String(retryAfterSeconds) }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}

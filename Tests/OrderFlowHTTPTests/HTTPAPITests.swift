@@ -1,0 +1,212 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import OrderFlow
+import OrderFlowTesting
+import Testing
+@testable import OrderFlowHTTP
+
+/// The HTTP API in process (Hummingbird's test client), against a fresh database.
+@Suite("HTTP API")
+struct HTTPAPITests {
+    /// A fresh database, the `default` merchant's API key, and the router.
+    struct Harness {
+        let fixture: EngineFixture
+        let key: String
+        let application: Application<RouterResponder<BasicRequestContext>>
+
+        static func make() async throws -> Harness {
+            let fixture = try await EngineFixture.make()
+            if try await !fixture.engine.merchants().contains(where: { $0.id == "default" }) {
+                _ = try await fixture.engine.addMerchant("default")
+            }
+            let key = try await fixture.engine.createAPIKey(merchantID: "default", name: "tests").secret
+            let router = try OrderFlowHTTPServer.router(engine: fixture.engine, runsWorker: false, logger: Logger(label: "test"))
+            return Harness(fixture: fixture, key: key, application: Application(router: router))
+        }
+
+        func headers(_ extra: HTTPFields = [:], key: String? = nil) -> HTTPFields {
+            var fields: HTTPFields = [.authorization: "Bearer \(key ?? self.key)", .contentType: "application/json"]
+            fields.append(contentsOf: extra)
+            return fields
+        }
+    }
+
+    struct Reply {
+        var status: HTTPResponse.Status
+        var headers: HTTPFields
+        var body: String
+        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any] ?? [:] }
+    }
+
+    func call(_ client: some TestClientProtocol, _ method: HTTPRequest.Method, _ uri: String, headers: HTTPFields,
+              body: String? = nil) async throws -> Reply {
+        try await client.execute(uri: uri, method: method, headers: headers, body: body.map { ByteBuffer(string: $0) }) { response in
+            Reply(status: response.status, headers: response.headers, body: String(buffer: response.body))
+        }
+    }
+
+    func expectProblem(_ reply: Reply, _ status: HTTPResponse.Status, code: String, containing fragment: String? = nil,
+                       sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(reply.status == status, "\(reply.body)", sourceLocation: sourceLocation)
+        #expect(reply.headers[.contentType]?.hasPrefix("application/problem+json") == true, "\(reply.headers)", sourceLocation: sourceLocation)
+        let problem = reply.json
+        #expect(problem["code"] as? String == code, "\(reply.body)", sourceLocation: sourceLocation)
+        #expect(problem["status"] as? Int == Int(status.code), sourceLocation: sourceLocation)
+        #expect((problem["detail"] as? String)?.isEmpty == false, sourceLocation: sourceLocation)
+        if let fragment {
+            #expect((problem["detail"] as? String)?.contains(fragment) == true, "\(reply.body)", sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test("without a valid API key every route but health and the contract is 401")
+    func authentication() async throws {
+        let harness = try await Harness.make()
+        defer { Task { await harness.fixture.shutdown() } }
+        try await harness.application.test(.router) { client in
+            let none = try await call(client, .get, "/v1/orders", headers: [:])
+            expectProblem(none, .unauthorized, code: "unauthorized", containing: "Authorization: Bearer")
+            #expect(none.headers[.wwwAuthenticate] != nil && none.headers[HTTPField.Name("X-Request-ID")!] != nil)
+            let wrong = try await call(client, .get, "/v1/orders", headers: harness.headers(key: "of_live_nope_0000"))
+            expectProblem(wrong, .unauthorized, code: "unauthorized", containing: "not known or was revoked")
+            #expect(!wrong.body.contains("of_live_nope_0000"), "a presented key is never echoed")
+
+            let health = try await call(client, .get, "/healthz", headers: [:])
+            #expect(health.status == .ok && health.json["database"] as? String == "reachable", "\(health.body)")
+            let contract = try await call(client, .get, "/openapi.yaml", headers: [:])
+            let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../openapi/orderflow.yaml")
+            let document = try String(contentsOf: file, encoding: .utf8)
+            #expect(contract.status == .ok && contract.body == document)
+        }
+    }
+
+    @Test("an order's life over HTTP: create, replay, advance by event and by state, history, list, cancel")
+    func orderLifecycle() async throws {
+        let harness = try await Harness.make()
+        defer { Task { await harness.fixture.shutdown() } }
+        try await harness.application.test(.router) { client in
+            let body = #"{"id": "1042", "workflow": "food-order", "attributes": {"merchantName": "Luigi's", "orderNumber": "1042", "itemCount": 3}}"#
+            let created = try await call(client, .post, "/v1/orders", headers: harness.headers([HTTPField.Name("Idempotency-Key")!: "create-1"]), body: body)
+            #expect(created.status == .created, "\(created.body)")
+            #expect(created.json["state"] as? String == "received" && created.json["id"] as? String == "1042")
+            let replay = try await call(client, .post, "/v1/orders", headers: harness.headers([HTTPField.Name("Idempotency-Key")!: "create-1"]), body: body)
+            #expect(replay.status == .created && replay.json["seq"] as? Int == 1, "same key, same answer: \(replay.body)")
+            let twice = try await call(client, .post, "/v1/orders", headers: harness.headers(), body: body)
+            expectProblem(twice, .conflict, code: "alreadyExists")
+
+            let accepted = try await call(client, .post, "/v1/orders/1042/advance", headers: harness.headers(),
+                                          body: #"{"event": "accept", "input": {"eta": "+20m"}}"#)
+            #expect(accepted.status == .ok, "\(accepted.body)")
+            let transition = accepted.json["transition"] as? [String: Any] ?? [:]
+            #expect(transition["to"] as? String == "in_progress")
+            let eta = (transition["content"] as? [String: Any])?["eta"] as? String
+            #expect(eta?.hasSuffix("Z") == true, "content dates are ISO-8601: \(accepted.body)")
+            #expect(((transition["aps"] as? [String: Any])?["content-state"] as? [String: Any])?["eta"] is Double)
+
+            let invalid = try await call(client, .post, "/v1/orders/1042/advance", headers: harness.headers(), body: #"{"to": "delivered"}"#)
+            expectProblem(invalid, .unprocessableContent, code: "invalidTransition")
+            #expect((invalid.json["candidates"] as? [String])?.contains("ready") == true, "\(invalid.body)")
+            let stale = try await call(client, .post, "/v1/orders/1042/advance", headers: harness.headers(),
+                                       body: #"{"to": "ready", "expected_state": "received"}"#)
+            expectProblem(stale, .conflict, code: "conflict")
+            let ready = try await call(client, .post, "/v1/orders/1042/advance", headers: harness.headers(), body: #"{"to": "ready"}"#)
+            #expect(ready.status == .ok && (ready.json["order"] as? [String: Any])?["state"] as? String == "ready", "\(ready.body)")
+
+            let order = try await call(client, .get, "/v1/orders/1042", headers: harness.headers())
+            #expect((order.json["order"] as? [String: Any])?["state"] as? String == "ready", "\(order.body)")
+            let history = try await call(client, .get, "/v1/orders/1042/history", headers: harness.headers())
+            #expect((history.json["transitions"] as? [[String: Any]])?.map { $0["to"] as? String } == ["received", "in_progress", "ready"])
+            let list = try await call(client, .get, "/v1/orders?state=ready&limit=10", headers: harness.headers())
+            #expect((list.json["orders"] as? [[String: Any]])?.count == 1, "\(list.body)")
+
+            let cancelled = try await call(client, .post, "/v1/orders/1042/cancel", headers: harness.headers(), body: #"{"reason": "closed"}"#)
+            #expect(cancelled.status == .ok && (cancelled.json["order"] as? [String: Any])?["is_final"] as? Bool == true, "\(cancelled.body)")
+            let missing = try await call(client, .get, "/v1/orders/9999", headers: harness.headers())
+            expectProblem(missing, .notFound, code: "notFound", containing: "9999")
+        }
+    }
+
+    @Test("bad requests are 4xx problems and change nothing")
+    func badRequests() async throws {
+        let harness = try await Harness.make()
+        defer { Task { await harness.fixture.shutdown() } }
+        try await harness.application.test(.router) { client in
+            for (body, fragment) in [
+                (#"{"id": "1", "workflow": "food-order""#, "JSON"),
+                (#"{"id": 1, "workflow": "food-order"}"#, "`id`"),
+                (#"{"workflow": "food-order"}"#, "`id`"),
+                (#"{"id": "1", "workflow": "food-order", "colour": "red"}"#, "colour"),
+            ] {
+                let reply = try await call(client, .post, "/v1/orders", headers: harness.headers(), body: body)
+                expectProblem(reply, .badRequest, code: "invalidInput", containing: fragment)
+            }
+            let hostile = try await call(client, .post, "/v1/orders", headers: harness.headers(),
+                                         body: #"{"id": "'); DROP TABLE orders; --", "workflow": "food-order", "attributes": {"merchantName": "x", "orderNumber": "1", "itemCount": 1}}"#)
+            #expect(hostile.status == .badRequest, "\(hostile.body)")
+            let both = try await call(client, .post, "/v1/orders/1/advance", headers: harness.headers(), body: #"{"to": "ready", "event": "ready"}"#)
+            expectProblem(both, .badRequest, code: "invalidInput", containing: "not both")
+            var huge = harness.headers()
+            huge[.contentLength] = String(2 << 20)
+            let tooLarge = try await call(client, .post, "/v1/orders", headers: huge, body: String(repeating: " ", count: 2 << 20))
+            expectProblem(tooLarge, .contentTooLarge, code: "invalidInput")
+            let orders = try await call(client, .get, "/v1/orders", headers: harness.headers())
+            #expect((orders.json["orders"] as? [Any])?.isEmpty == true, "nothing was stored: \(orders.body)")
+        }
+    }
+
+    @Test("a merchant's key sees only that merchant's orders")
+    func merchantsAreApart() async throws {
+        let harness = try await Harness.make()
+        defer { Task { await harness.fixture.shutdown() } }
+        _ = try await harness.fixture.engine.addMerchant("other")
+        let otherKey = try await harness.fixture.engine.createAPIKey(merchantID: "other").secret
+        _ = try await harness.fixture.createFoodOrder("1042")
+        try await harness.application.test(.router) { client in
+            let mine = try await call(client, .get, "/v1/orders/1042", headers: harness.headers())
+            #expect(mine.status == .ok)
+            let theirs = try await call(client, .get, "/v1/orders/1042", headers: harness.headers(key: otherKey))
+            expectProblem(theirs, .notFound, code: "notFound")
+            let advance = try await call(client, .post, "/v1/orders/1042/advance", headers: harness.headers(key: otherKey), body: #"{"event": "accept"}"#)
+            #expect(advance.status == .notFound, "\(advance.body)")
+        }
+    }
+
+    @Test("workflows: apply (201 new, 200 unchanged, 422 with the diagnostics), list, get, Swift source")
+    func workflows() async throws {
+        let harness = try await Harness.make()
+        defer { Task { await harness.fixture.shutdown() } }
+        let yaml = try EngineFixture.shippedWorkflow("ride")
+        try await harness.application.test(.router) { client in
+            var headers = harness.headers()
+            headers[.contentType] = "application/yaml"
+            let again = try await call(client, .post, "/v1/workflows", headers: headers, body: yaml)
+            #expect(again.status == .ok && again.json["created"] as? Bool == false, "\(again.body)")
+            let copy = yaml.replacingOccurrences(of: "name: ride\n", with: "name: ride-copy\n")
+            let changed = try await call(client, .post, "/v1/workflows", headers: headers, body: copy)
+            #expect(changed.status == .created && changed.json["name"] as? String == "ride-copy", "\(changed.body)")
+            let broken = try await call(client, .post, "/v1/workflows", headers: headers, body: "name: [")
+            expectProblem(broken, .unprocessableContent, code: "invalidWorkflow")
+            let diagnostics = try #require(broken.json["diagnostics"] as? [[String: Any]], "\(broken.body)")
+            #expect((diagnostics.first?["line"] as? Int ?? 0) >= 1 && diagnostics.first?["message"] is String, "\(broken.body)")
+            let list = try await call(client, .get, "/v1/workflows", headers: harness.headers())
+            #expect(Set((list.json["workflows"] as? [[String: Any]])?.compactMap { $0["name"] as? String } ?? []) == ["food-order", "ride", "ride-copy"])
+            let one = try await call(client, .get, "/v1/workflows/ride?version=1", headers: harness.headers())
+            #expect(one.json["version"] as? Int == 1 && (one.json["source"] as? String) == yaml, "\(one.body)")
+            let swift = try await call(client, .get, "/v1/workflows/food-order/swift", headers: harness.headers())
+            #expect(swift.status == .ok && swift.body.contains("ActivityAttributes"), "\(swift.body)")
+        }
+    }
+
+    @Test("the generated server was made from the contract as it is")
+    func generatedCodeMatchesTheContract() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..")
+        let contract = try Data(contentsOf: root.appendingPathComponent("openapi/orderflow.yaml"))
+        let recorded = try String(contentsOf: root.appendingPathComponent("Sources/OrderFlowHTTP/Generated/contract.sha256"), encoding: .utf8)
+        let digest = SHA256.hash(data: contract).map { String(format: "%02x", $0) }.joined()
+        #expect(recorded.trimmingCharacters(in: .whitespacesAndNewlines) == digest,
+                "openapi/orderflow.yaml changed since Sources/OrderFlowHTTP/Generated was made: run scripts/generate-openapi")
+    }
+}
