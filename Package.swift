@@ -181,6 +181,7 @@ let package = Package(
             name: "orderflow",
             dependencies: [
                 "OrderFlow",
+                "OrderFlowHTTP",
                 "LocalPostgres",
                 "ConsoleOutput",
                 "OrderFlowDemo",

@@ -109,6 +109,19 @@ extension OrderFlowEngine {
         }
     }
 
+    /// A name for people (a merchant's, an API key's): one line of printable text, as content
+    /// values are ("Luigi's Pizza & Pasta" is a name, not an id), 1 to 200 code points.
+    static func validateName(_ value: String?, what: String) throws {
+        guard let value else { return }
+        let length = value.unicodeScalars.count
+        guard (1...maximumIdentifierLength).contains(length) else {
+            throw OrderFlowError(.invalidInput, "the \(what) is \(length) characters long; give 1 to \(maximumIdentifierLength)")
+        }
+        if let problem = contentTextProblem(value) {
+            throw OrderFlowError(.invalidInput, "the \(what) \"\(shown(value))\" \(problem); names are one line of printable text")
+        }
+    }
+
     /// Why `text` breaks the content policy, or nil.
     static func contentTextProblem(_ text: String) -> String? {
         // Closers still owed, innermost last: U+202C for an embedding or override, U+2069 for an isolate.

@@ -29,7 +29,7 @@ public struct OrderFlowHTTPConfiguration: Sendable {
 /// the requests in flight finish.
 public final class OrderFlowHTTPServer: Service, Sendable {
     let engine: OrderFlowEngine
-    let configuration: OrderFlowHTTPConfiguration
+    public let configuration: OrderFlowHTTPConfiguration
     let logger: Logger
     private let port = Mutex<Int?>(nil)
     private let started = AsyncStream<Int>.makeStream()

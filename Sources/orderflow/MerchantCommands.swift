@@ -74,7 +74,7 @@ struct MerchantCommand: AsyncParsableCommand {
             for merchant in merchants {
                 let app = merchant.app
                 table.append([
-                    merchant.id, merchant.name ?? "", app?.bundleID ?? "(default app)", app?.teamID ?? "", app?.keyID ?? "",
+                    merchant.id, Formatting.escaped(merchant.name ?? ""), app?.bundleID ?? "(default app)", app?.teamID ?? "", app?.keyID ?? "",
                     app?.environment ?? "", app?.keyFingerprint ?? "", Self.pushes(merchant.pushState, terminal),
                 ])
             }
@@ -87,7 +87,7 @@ struct MerchantCommand: AsyncParsableCommand {
             case .paused, .throttled:
                 var text = state.status.rawValue
                 if let until = state.until { text += " until \(Formatting.shortLocalTime(until))" }
-                if let reason = state.reason { text += ": \(reason)" }
+                if let reason = state.reason { text += ": \(Formatting.escaped(reason))" }
                 return terminal.styled(text, state.status == .paused ? .red : .yellow)
             }
         }
@@ -223,7 +223,7 @@ struct APIKeyCommand: AsyncParsableCommand {
             var table = TextTable(header: ["PREFIX", "NAME", "CREATED", "LAST USED", "STATE"])
             for key in keys {
                 table.append([
-                    key.prefix, key.name ?? "", Formatting.localTime(key.createdAt), key.lastUsedAt.map(Formatting.localTime) ?? "never",
+                    key.prefix, Formatting.escaped(key.name ?? ""), Formatting.localTime(key.createdAt), key.lastUsedAt.map(Formatting.localTime) ?? "never",
                     key.revokedAt.map { terminal.styled("revoked \(Formatting.localTime($0))", .red) } ?? terminal.styled("live", .green),
                 ])
             }

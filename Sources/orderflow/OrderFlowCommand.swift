@@ -63,6 +63,7 @@ struct OrderFlowCommand: AsyncParsableCommand {
         DeliveriesCommand.self,
         MerchantCommand.self,
         APIKeyCommand.self,
+        ServeCommand.self,
     ]
 
     /// Runs the command and turns every failure into one `orderflow: …` line and an exit code

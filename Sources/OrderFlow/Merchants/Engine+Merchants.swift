@@ -17,7 +17,7 @@ extension OrderFlowEngine {
     public func addMerchant(_ merchantID: String, name: String? = nil) async throws -> MerchantSummary {
         try await translatingErrors {
             try Self.validateIdentifier(merchantID, what: "merchant id")
-            try Self.validateIdentifier(name, what: "merchant name")
+            try Self.validateName(name, what: "merchant name")
             guard try await merchantStore.addMerchant(id: merchantID, name: name) else {
                 throw OrderFlowError(.alreadyExists, "merchant \(Self.shown(merchantID)) exists already; `orderflow merchant list` shows it")
             }
@@ -110,7 +110,7 @@ extension OrderFlowEngine {
     public func createAPIKey(merchantID: String, name: String? = nil) async throws -> CreatedAPIKey {
         try await translatingErrors {
             try Self.validateIdentifier(merchantID, what: "merchant id")
-            try Self.validateIdentifier(name, what: "API key name")
+            try Self.validateName(name, what: "API key name")
             func random(_ count: Int) -> String {
                 var generator = SystemRandomNumberGenerator()
                 return String((0..<count).map { _ in Self.apiKeyAlphabet.randomElement(using: &generator)! })

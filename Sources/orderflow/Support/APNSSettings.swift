@@ -14,7 +14,7 @@ struct APNSSettings {
     /// Set when the key file is readable by group or others.
     var keyPermissionWarning: String?
 
-    init(flags: WorkerCommand.Run, environment: [String: String]) throws {
+    init(flags: HostOptions, environment: [String: String]) throws {
         func value(_ flag: String?, _ variable: String) -> String? {
             let given = flag ?? environment[variable]
             guard let given = given?.trimmingCharacters(in: .whitespaces), !given.isEmpty else { return nil }

@@ -1,0 +1,71 @@
+import ArgumentParser
+import ConsoleOutput
+import Foundation
+import Logging
+import OrderFlow
+import OrderFlowHTTP
+import ServiceLifecycle
+
+/// `orderflow serve`
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Serve the HTTP API (and run the worker) until stopped.",
+        discussion: """
+            The API is described by its contract, served at /openapi.yaml (docs/http-api.md \
+            walks through it with curl). Every call but /healthz and /openapi.yaml needs a \
+            merchant's API key: `orderflow api-key create --merchant ID`. Runs the worker too \
+            (the APNs settings are `orderflow worker run`'s), unless --no-worker. SIGTERM or \
+            SIGINT lets the requests in flight finish, then stops the worker, and exits 0.
+
+            Example:
+              orderflow serve --port 8080 --no-worker
+            """)
+
+    @Option(help: ArgumentHelp("The address to listen on (default 127.0.0.1, this machine only).", valueName: "address"))
+    var host: String = "127.0.0.1"
+
+    @Option(help: ArgumentHelp("The port to listen on (default 8080; 0 picks a free one).", valueName: "port"))
+    var port: Int = 8080
+
+    @Flag(name: .customLong("no-worker"), help: "Serve the API only; workers run elsewhere (`orderflow worker run`).")
+    var noWorker = false
+
+    @OptionGroup var worker: HostOptions
+
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
+    }
+
+    func run() async throws {
+        let context = CommandContext.current()
+        let logger = context.logger("orderflow.serve", defaultLevel: .info)
+        let configuration = OrderFlowHTTPConfiguration(host: host, port: port, runsWorker: !noWorker)
+        if noWorker {
+            let (database, source) = try await context.databaseConfiguration()
+            let engine = OrderFlowConfiguration(database: database, maximumConnections: worker.connections)
+            try await context.withEngine(engine, source: source) { engine in
+                let server = OrderFlowHTTPServer(engine: engine, configuration: configuration, logger: logger)
+                try await Self.serve([server], server: server, logger: logger)
+            }
+        } else {
+            let host = try await worker.makeHost(context: context, logger: logger)
+            let server = OrderFlowHTTPServer(engine: host.engine, configuration: configuration, logger: logger)
+            // Stopped in reverse order: the API drains its requests first, then the worker stops.
+            try await Self.serve([host, server], server: server, logger: logger)
+        }
+    }
+
+    /// Runs `services` until a signal, saying once where the API listens.
+    static func serve(_ services: [any Service], server: OrderFlowHTTPServer, logger: Logger) async throws {
+        let group = ServiceGroup(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            tasks.addTask {
+                guard let port = await server.listening() else { return }
+                Terminal.writeError("orderflow: serving the API on http://\(server.configuration.host):\(port) (contract: /openapi.yaml); Ctrl-C stops it")
+            }
+            try await tasks.waitForAll()
+        }
+    }
+}

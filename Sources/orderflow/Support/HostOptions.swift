@@ -1,0 +1,101 @@
+import APNS
+import ArgumentParser
+import ConsoleOutput
+import Foundation
+import Logging
+import OrderFlow
+
+/// The worker's settings, shared by `orderflow worker run` and `orderflow serve`.
+struct HostOptions: ParsableArguments {
+    @Option(name: .customLong("apns-key"), help: ArgumentHelp("The .p8 signing key file.", valueName: "file"))
+    var apnsKey: String?
+
+    @Option(name: .customLong("apns-key-id"), help: ArgumentHelp("The signing key's id.", valueName: "id"))
+    var apnsKeyID: String?
+
+    @Option(name: .customLong("apns-team-id"), help: ArgumentHelp("The Apple developer team id.", valueName: "id"))
+    var apnsTeamID: String?
+
+    @Option(name: .customLong("apns-topic"), help: ArgumentHelp("The app's bundle id.", valueName: "bundle-id"))
+    var apnsTopic: String?
+
+    @Option(name: .customLong("apns-env"), help: ArgumentHelp("production or sandbox.", valueName: "env"))
+    var apnsEnvironment: String?
+
+    @Option(name: .customLong("apns-url"), help: ArgumentHelp("Send to this endpoint instead of Apple's.", valueName: "url"))
+    var apnsURL: String?
+
+    @Option(name: .customLong("apns-ca"), help: ArgumentHelp("The custom endpoint's CA certificate (PEM).", valueName: "file"))
+    var apnsCA: String?
+
+    @Option(name: .customLong("merchant"), help: ArgumentHelp(
+        "Serve only this merchant's pushes and timers (repeatable; default every merchant).", valueName: "id"))
+    var merchants: [String] = []
+
+    @Option(help: ArgumentHelp("Serve Prometheus metrics on this port (GET /metrics).", valueName: "port"))
+    var metricsPort: Int?
+
+    @Option(help: ArgumentHelp("Orders claimed at once (default 100).", valueName: "n"))
+    var batchSize: Int = 100
+
+    @Option(help: ArgumentHelp("Pushes in flight at once per batch (default 64).", valueName: "n"))
+    var concurrency: Int = 64
+
+    @Option(help: ArgumentHelp("Database connections (default 8).", valueName: "n"))
+    var connections: Int = 8
+
+    @Option(help: ArgumentHelp("This worker's name in leases and logs (default host:pid:random).", valueName: "id"))
+    var workerID: String?
+
+    @Option(help: ArgumentHelp(
+        "Seconds a claimed order stays this worker's (default 60); a worker that dies leaves its orders to others after this long.",
+        valueName: "seconds"))
+    var lease: Int = 60
+
+    func validate() throws {
+        if let metricsPort, !(1...65535).contains(metricsPort) {
+            throw ValidationError("--metrics-port must be between 1 and 65535")
+        }
+        guard lease >= 1 else { throw ValidationError("--lease must be at least 1 second") }
+        guard batchSize > 0, concurrency > 0, connections > 1 else {
+            throw ValidationError("--batch-size and --concurrency must be at least 1, --connections at least 2")
+        }
+    }
+
+    /// The running system these options describe: engine, APNs, worker, timers, metrics.
+    func makeHost(context: CommandContext, logger: Logger) async throws -> OrderFlowHost {
+        let apns = try APNSSettings(flags: self, environment: context.environment)
+        let merchantID = try context.checkedMerchantID()
+        // Opens the merchants' own APNs keys; without it they wait (the log says so).
+        let masterKey = try MasterKeySetting.optional(context.environment)
+        // Checked before any connection to the database, in the words of the setting: the
+        // host loads the key when it is made, below.
+        try apns.check()
+        // Once, at start, on stderr whatever the log level, and only about a key that works (an
+        // unusable one gets one error line, not two): the worker runs on regardless.
+        if let warning = apns.keyPermissionWarning { Terminal.writeError("orderflow: warning: \(warning)") }
+
+        let (database, source) = try await context.databaseConfiguration()
+        var engine = OrderFlowConfiguration(database: database, merchantID: merchantID, maximumConnections: connections)
+        engine.acquireTimeout = .seconds(30)
+        var schemaCheck = engine
+        schemaCheck.maximumConnections = 1
+        try await context.withEngine(schemaCheck, source: source) { _ in }  // the schema is current, or made so
+
+        for merchant in merchants {
+            do {
+                try OrderFlowConfiguration.validate(merchantID: merchant)
+            } catch let error as OrderFlowError {
+                throw CLIError(.usage, "--merchant: \(error.message)")
+            }
+        }
+        var worker = WorkerConfiguration(
+            bundleID: apns.bundleID, batchSize: batchSize, concurrentSends: concurrency,
+            merchants: merchants.isEmpty ? .all : .only(Set(merchants)))
+        if let workerID { worker.workerID = workerID }
+        worker.lease = .seconds(lease)
+        return try apns.makingHost(OrderFlowHostConfiguration(
+            engine: engine, apns: apns.client, worker: worker,
+            metrics: metricsPort.map { MetricsEndpoint.Configuration(port: $0) }, masterKey: masterKey), logger: logger)
+    }
+}
