@@ -8,6 +8,7 @@ import NIOPosix
 @testable import OrderFlow
 import OrderFlowTesting
 import PGKit
+import Prometheus
 import Testing
 
 /// Two merchants, two apps, one worker and one APNs stand-in that knows both keys and both
@@ -69,7 +70,7 @@ struct MerchantAppsTests {
                 environment: .custom(baseURL: apns.baseURL, trustRootsPEM: apns.trustRootPEM)), masterKey: masterKey)
         }
 
-        func worker(_ adjust: (inout WorkerConfiguration) -> Void = { _ in }) -> RunningWorker {
+        func worker(metrics: (any MetricsFactory)? = nil, _ adjust: (inout WorkerConfiguration) -> Void = { _ in }) -> RunningWorker {
             var configuration = WorkerConfiguration(
                 bundleID: alpha.bundleID, workerID: "w-merchants", lease: .seconds(30), minimumPushInterval: .milliseconds(20),
                 maximumAttempts: 1000, backoffBase: .milliseconds(50), backoffCap: .milliseconds(400),
@@ -77,7 +78,7 @@ struct MerchantAppsTests {
             adjust(&configuration)
             let worker = OrderFlowWorker(
                 configuration: configuration, pool: fixture.engine.pool, sender: client, wakeSignal: alphaEngine.wakeSignal,
-                logger: logs.logger(label: "worker"), metricsFactory: NOOPMetricsHandler.instance, apps: apps)
+                logger: logs.logger(label: "worker"), metricsFactory: metrics ?? NOOPMetricsHandler.instance, apps: apps)
             return RunningWorker(worker, listener: nil)
         }
 
@@ -127,7 +128,8 @@ struct MerchantAppsTests {
           .timeLimit(.minutes(3)))
     func brokenAppPausesOnlyItsMerchant() async throws {
         let stand = try await Stand.make()
-        let worker = stand.worker { $0.throttleAfter = 3 }
+        let registry = PrometheusCollectorRegistry()
+        let worker = stand.worker(metrics: PrometheusMetricsFactory(registry: registry)) { $0.throttleAfter = 3 }
         let bravoTokens = (0..<10).map { EngineFixture.token(300 + $0) }
         for token in bravoTokens { stand.apns.injectFault(.tooManyRequests, deviceToken: token) }
 
@@ -187,6 +189,16 @@ struct MerchantAppsTests {
         try await eventually("bravo shows ok") {
             try await stand.alphaEngine.merchants().first { $0.id == "bravo" }?.pushState.status == .ok
         }
+        // Metrics by merchant: bravo's refusals are its own series, alpha's sends its own.
+        var scraped: [UInt8] = []
+        registry.emit(into: &scraped)
+        let text = String(decoding: scraped, as: UTF8.self)
+        for series in [#"orderflow_pushes_total{merchant="default",outcome="sent"}"#, #"orderflow_pushes_total{merchant="bravo",outcome="retry"}"#,
+                       #"orderflow_pushes_total{merchant="bravo",outcome="sent"}"#] {
+            #expect(text.contains(series), "no \(series) in:\n\(text)")
+        }
+        let alphaRetries = text.split(separator: "\n").first { $0.hasPrefix(#"orderflow_pushes_total{merchant="default",outcome="retry"}"#) }
+        #expect(alphaRetries.map { $0.hasSuffix(" 0") } ?? true, "alpha had no refusals: \(alphaRetries ?? "")")
         try await worker.stop()
         await stand.shutdown()
     }
