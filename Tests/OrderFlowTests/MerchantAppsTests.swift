@@ -63,9 +63,9 @@ struct MerchantAppsTests {
             return stand
         }
 
-        func setBravoApp(key: P256.Signing.PrivateKey, keyID: String = bravo.keyID) async throws {
+        func setBravoApp(key: P256.Signing.PrivateKey, keyID: String = bravo.keyID, bundleID: String = bravo.bundleID) async throws {
             try await alphaEngine.setAPNSApp(MerchantAPNSApp(
-                merchantID: "bravo", bundleID: bravo.bundleID,
+                merchantID: "bravo", bundleID: bundleID,
                 credentials: .init(key: .pem(key.pemRepresentation), keyID: keyID, teamID: bravo.teamID),
                 environment: .custom(baseURL: apns.baseURL, trustRootsPEM: apns.trustRootPEM)), masterKey: masterKey)
         }
@@ -120,6 +120,25 @@ struct MerchantAppsTests {
         let stored = try await stand.alphaEngine.pool.query(PostgresQuery(
             "SELECT key_id FROM apns_provider_tokens ORDER BY key_id")).map { try $0.decode("key_id", as: String.self) }
         #expect(stored == [Self.alpha.keyID, Self.bravo.keyID])
+        try await worker.stop()
+        await stand.shutdown()
+    }
+
+    @Test("a wrong topic pauses only its merchant, with APNs' reason in merchant list", .timeLimit(.minutes(2)))
+    func wrongTopicPausesOnlyItsMerchant() async throws {
+        let stand = try await Stand.make()
+        try await stand.setBravoApp(key: stand.bravoKey, bundleID: "com.bravo.wrong")
+        let worker = stand.worker()
+        try await stand.order(stand.bravoEngine, "B1", token: EngineFixture.token(501))
+        try await eventually("bravo is paused") {
+            try await stand.alphaEngine.merchants().first { $0.id == "bravo" }?.pushState.status == .paused
+        }
+        let state = try #require(try await stand.alphaEngine.merchants().first { $0.id == "bravo" }?.pushState)
+        #expect(state.reason?.contains("DeviceTokenNotForTopic") == true && state.until != nil, "\(state)")
+        let alphaToken = EngineFixture.token(502)
+        try await stand.order(stand.alphaEngine, "A1", token: alphaToken)
+        try await eventually("alpha's order is delivered") { !stand.apns.pushes(forToken: alphaToken).isEmpty }
+        #expect(try await stand.alphaEngine.merchants().first { $0.id == "default" }?.pushState.status == .ok)
         try await worker.stop()
         await stand.shutdown()
     }
