@@ -94,6 +94,20 @@ struct MerchantCLITests {
         #expect(relisted.stdout.contains("ACME000002") && relisted.stdout.contains("sandbox") && !relisted.stdout.contains(fingerprint), "\(relisted)")
         outputs += [("rotated", rotated), ("relisted", relisted)]
 
+        // What a worker recorded shows in the list: a paused merchant, why, and until when.
+        try await PostgresConnection.withConnection(database) { connection in
+            try await connection.query(PostgresQuery("""
+                UPDATE merchants SET push_status = 'paused', push_status_reason = 'APNs rejected … 403 InvalidProviderToken',
+                       push_status_since = now(), push_status_until = now() + interval '5 minutes'
+                WHERE merchant_id = 'acme'
+                """))
+        }
+        let pausedList = try await cli.run("merchant", "list")
+        print(pausedList.stdout)
+        let acmeLine = pausedList.stdout.split(separator: "\n").first { $0.hasPrefix("acme") } ?? ""
+        #expect(acmeLine.contains("paused until") && acmeLine.contains("InvalidProviderToken"), "\(pausedList)")
+        #expect(pausedList.stdout.split(separator: "\n").first { $0.hasPrefix("bistro") }?.hasSuffix("ok") == true, "\(pausedList)")
+
         let scanNew = SecretScan(tokens: [], key: newKey)
         for (label, result) in outputs {
             scan.check(result.stdout + result.stderr, "orderflow merchant (\(label))")
