@@ -30,13 +30,9 @@ struct MerchantAuthentication<Context: RequestContext>: RouterMiddleware {
             guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer "),
                   case let key = header.dropFirst(7).trimmingCharacters(in: .whitespaces), !key.isEmpty
             else {
-                response = ProblemResponse.response(
-                    status: .unauthorized, code: "unauthorized",
-                    detail: "this request has no API key; send `Authorization: Bearer <key>` with a key from `orderflow api-key create`",
-                    requestID: requestID)
-                response.headers[.wwwAuthenticate] = "Bearer"
-                response.headers[.xRequestID] = requestID
-                return response
+                return Self.unauthorized(
+                    "this request has no API key; send `Authorization: Bearer <key>` with a key from `orderflow api-key create`",
+                    challenge: "Bearer", requestID: requestID)
             }
             let merchant: String?
             do {
@@ -47,18 +43,22 @@ struct MerchantAuthentication<Context: RequestContext>: RouterMiddleware {
                 return response
             }
             guard let merchant else {
-                response = ProblemResponse.response(
-                    status: .unauthorized, code: "unauthorized",
-                    detail: "the API key is not known or was revoked; create one with `orderflow api-key create --merchant ID`",
-                    requestID: requestID)
-                response.headers[.wwwAuthenticate] = "Bearer error=\"invalid_token\""
-                response.headers[.xRequestID] = requestID
-                return response
+                return Self.unauthorized(
+                    "the API key is not known or was revoked; create one with `orderflow api-key create --merchant ID`",
+                    challenge: "Bearer error=\"invalid_token\"", requestID: requestID)
             }
             response = try await RequestScope.$current.withValue(RequestScope(merchantID: merchant, requestID: requestID)) {
                 try await next(request, context)
             }
         }
+        response.headers[.xRequestID] = requestID
+        return response
+    }
+
+    /// 401 with the problem body, the challenge and the request id.
+    static func unauthorized(_ detail: String, challenge: String, requestID: String) -> Response {
+        var response = ProblemResponse.response(status: .unauthorized, code: "unauthorized", detail: detail, requestID: requestID)
+        response.headers[.wwwAuthenticate] = challenge
         response.headers[.xRequestID] = requestID
         return response
     }
