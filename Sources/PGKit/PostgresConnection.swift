@@ -84,10 +84,13 @@ public actor PostgresConnection {
 
     private func open(givingUpWhenCancelled: Bool) async throws(PostgresError) {
         let configuration = self.configuration
+        // libpq's default prints notices on stderr, raw: they go to the logger instead, from the
+        // first byte the server sends (a WARNING can come with the login).
+        let notices = NoticeLog(logger: logger, target: configuration.target.hostAndPort)
         // libpq's connect blocks (name lookup, TCP, authentication, TLS): on a thread of its own,
         // never on the concurrency pool. Connections are opened rarely; a thread each is cheap.
         let connect: @Sendable () -> NativeConnection = {
-            let connection = configuration.openNativeConnection()
+            let connection = configuration.openNativeConnection(notices: notices)
             if let pointer = connection.pointer, PQstatus(pointer) == CONNECTION_OK { PQsetnonblocking(pointer, 1) }
             return connection
         }
@@ -100,9 +103,11 @@ public actor PostgresConnection {
         } else {
             opened = await onThreadOfItsOwn(named: "pg connect", connect)
         }
+        let timedOutAfter = opened.timedOutAfter
         native.pointer = opened.take()
         guard let connection = handle, PQstatus(connection) == CONNECTION_OK else {
-            let reason = handle.map { Self.connectionMessage($0) } ?? "out of memory"
+            let reason = timedOutAfter.map { "no answer within \($0 / 1000) s (timeout expired)" }
+                ?? handle.map { Self.connectionMessage($0) } ?? "out of memory"
             let target = configuration.target
             throw PostgresError(
                 .connectionFailed,
@@ -111,13 +116,7 @@ public actor PostgresConnection {
                 hint: "check that the server is running and that the database URL is right",
                 context: target.hostAndPort)
         }
-        // libpq's default prints notices on stderr, raw: they go to the logger instead.
-        let notices = NoticeLog(logger: logger, target: configuration.target.hostAndPort)
         native.noticeLog = notices
-        PQsetNoticeReceiver(connection, { argument, result in
-            guard let argument, let result else { return }
-            Unmanaged<NoticeLog>.fromOpaque(argument).takeUnretainedValue().log(result)
-        }, Unmanaged.passUnretained(notices).toOpaque())
         guard PQisnonblocking(connection) == 1 else {
             throw PostgresError(.connectionFailed, "cannot put the connection into non-blocking mode: \(Self.connectionMessage(connection))")
         }
@@ -538,6 +537,8 @@ struct NativeResult: ~Copyable {
 /// with `take()`), hence `@unchecked Sendable`.
 final class NativeConnection: @unchecked Sendable {
     var pointer: OpaquePointer?
+    /// Milliseconds the server gave no sign of progress for while connecting, when it gave up.
+    var timedOutAfter: Int32?
     /// The notice receiver's argument: kept until `PQfinish`, after which libpq calls it no more.
     var noticeLog: NoticeLog?
 
@@ -588,15 +589,59 @@ final class NoticeLog: Sendable {
 extension PostgresConfiguration {
     /// Starts a libpq connection (blocking: never call it on the concurrency pool). The result
     /// owns the `PGconn *`, also when its status is not `CONNECTION_OK`.
-    func openNativeConnection() -> NativeConnection {
+    ///
+    /// Started with `PQconnectStartParams` so that `notices` receives what the server says from
+    /// the first message on (a notice during the login would otherwise reach stderr raw), then
+    /// driven with `PQconnectPoll` — which does not apply `connect_timeout`, so it is applied
+    /// here: that long without progress ends the attempt, as libpq's own loop would.
+    func openNativeConnection(notices: NoticeLog) -> NativeConnection {
         let keys = ["connect_timeout", "application_name", "dbname"]
         let values = [String(connectTimeoutSeconds), applicationName, connectionString]
         // Defaults come first so that the URL's own settings, expanded from `dbname`, win.
-        return NativeConnection(withCStringArray(keys) { keyPointers in
+        let native = NativeConnection(withCStringArray(keys) { keyPointers in
             withCStringArray(values) { valuePointers in
-                PQconnectdbParams(keyPointers, valuePointers, 1)
+                PQconnectStartParams(keyPointers, valuePointers, 1)
             }
         })
+        guard let connection = native.pointer else { return native }
+        native.noticeLog = notices
+        PQsetNoticeReceiver(connection, { argument, result in
+            guard let argument, let result else { return }
+            Unmanaged<NoticeLog>.fromOpaque(argument).takeUnretainedValue().log(result)
+        }, Unmanaged.passUnretained(notices).toOpaque())
+        guard PQstatus(connection) != CONNECTION_BAD else { return native }
+        // libpq's documented loop: wait for what the last poll asked for, poll again.
+        var state = PGRES_POLLING_WRITING
+        let patience = Self.connectTimeoutMilliseconds(connection)
+        while state != PGRES_POLLING_OK && state != PGRES_POLLING_FAILED {
+            var socket = pollfd(fd: PQsocket(connection), events: Int16(state == PGRES_POLLING_READING ? POLLIN : POLLOUT), revents: 0)
+            var ready: Int32
+            repeat { ready = poll(&socket, 1, patience) } while ready < 0 && errno == EINTR
+            guard ready > 0 else {
+                native.timedOutAfter = patience
+                break
+            }
+            state = PQconnectPoll(connection)
+        }
+        return native
+    }
+}
+
+extension PostgresConfiguration {
+    /// The connection's `connect_timeout` as libpq reads it (the URL's own, else ours): at
+    /// least 2 s, and -1 (wait as long as it takes) for 0 or none, as libpq documents.
+    static func connectTimeoutMilliseconds(_ connection: OpaquePointer) -> Int32 {
+        guard let options = PQconninfo(connection) else { return 5_000 }
+        defer { PQconninfoFree(options) }
+        var cursor = options
+        while let keyword = cursor.pointee.keyword {
+            if String(cString: keyword) == "connect_timeout" {
+                guard let value = cursor.pointee.val, let seconds = Int32(String(cString: value)), seconds > 0 else { return -1 }
+                return max(2, min(seconds, 86_400)) * 1000
+            }
+            cursor += 1
+        }
+        return -1
     }
 }
 

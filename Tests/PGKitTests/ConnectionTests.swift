@@ -125,6 +125,39 @@ struct ConnectionTests {
         }
     }
 
+    /// The connect loop (started so that notices of the login reach the logger) applies
+    /// connect_timeout itself: a server that accepts the connection and never answers ends the
+    /// attempt after the URL's timeout, with a sentence, not a hang.
+    @Test func silentServerTimesOutAsTheURLSays() async throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #expect(listener >= 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        #expect(bound == 0 && listen(listener, 8) == 0)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+        }
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        let configuration = try PostgresConfiguration("postgresql://nobody@127.0.0.1:\(port)/none?connect_timeout=2&sslmode=disable")
+        let started = ContinuousClock.now
+        do {
+            _ = try await PostgresConnection.connect(configuration)
+            Issue.record("connected to a socket that never answers")
+        } catch {
+            let waited = ContinuousClock.now - started
+            #expect(error.kind == .connectionFailed)
+            #expect(error.message.contains("no answer within 2 s") && error.message.contains("127.0.0.1:\(port)"), "\(error)")
+            #expect(waited >= .milliseconds(1_900) && waited < .seconds(6), "\(waited)")
+        }
+    }
+
     @Test func statementsOnOneConnectionRunInTurn() async throws {
         // The actor is reentrant while a statement waits for its socket; libpq's protocol is
         // not. Forty statements from concurrent tasks on one connection must each get their own

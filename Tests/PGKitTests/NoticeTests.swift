@@ -35,6 +35,34 @@ struct NoticeTests {
         #expect(!written.contains("-from-the-server"), "stderr got the notices: \(written)")
     }
 
+    @Test("a WARNING the server sends during the login reaches the logger, not stderr")
+    func loginWarningGoesToTheLogger() async throws {
+        let configuration = try TestDatabase.serverConfiguration()
+        // A role whose login loads plpgsql, which then warns about a setting under its prefix.
+        try await PostgresConnection.withConnection(configuration) { admin in
+            try await admin.query(PostgresQuery("DROP ROLE IF EXISTS orderflow_noisy_login"))
+            try await admin.query(PostgresQuery("CREATE ROLE orderflow_noisy_login LOGIN"))
+            try await admin.query(PostgresQuery("ALTER ROLE orderflow_noisy_login SET session_preload_libraries = 'plpgsql'"))
+            try await admin.query(PostgresQuery("ALTER ROLE orderflow_noisy_login SET plpgsql.orderflow_login_probe = 'on'"))
+        }
+        let target = configuration.target
+        let noisy = try PostgresConfiguration("postgresql://orderflow_noisy_login@\(target.hostAndPort)/\(target.database)")
+        let records = RecordedLogs()
+        var logger = Logger(label: "test.notices") { _ in RecordingLogHandler(records: records) }
+        logger.logLevel = .debug
+        let stderr = try CapturedStandardError()
+        try await PostgresConnection.withConnection(noisy, logger: logger) { connection in
+            try await connection.query(PostgresQuery("SELECT 1 AS one"))
+        }
+        let written = try stderr.finish()
+        try await PostgresConnection.withConnection(configuration) { admin in
+            try await admin.query(PostgresQuery("DROP ROLE IF EXISTS orderflow_noisy_login"))
+        }
+        let warnings = records.all.filter { $0.message == "postgres notice" }
+        #expect(warnings.contains { $0.metadata["postgres.message"]?.description.contains("orderflow_login_probe") == true }, "\(records.all)")
+        #expect(!written.contains("orderflow_login_probe"), "stderr got the login's warning: \(written)")
+    }
+
     @Test("a connection the server ends is a connection loss, said with host and port")
     func terminatedBackendIsALoss() async throws {
         let configuration = try TestDatabase.serverConfiguration()
