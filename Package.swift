@@ -216,7 +216,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "CLITests", dependencies: ["OrderFlowTesting", "LocalAPNS"]),
-        .testTarget(name: "TextOutputTests", dependencies: ["ConsoleOutput", "OrderFlowDemo", "OrderFlowTesting"]),
+        .testTarget(name: "TextOutputTests", dependencies: ["ConsoleOutput", "OrderFlowDemo", "OrderFlowTesting", "OrderFlow", "LocalAPNS", "APNSCore"]),
         .testTarget(
             name: "OrderFlowHTTPTests",
             dependencies: [
