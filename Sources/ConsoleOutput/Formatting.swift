@@ -91,18 +91,13 @@ public enum Formatting {
     /// (C0 including line breaks and tab, DEL, C1), line and paragraph separators, and the
     /// direction marks, embeddings, overrides and isolates. Escape a stored or given value
     /// before styling it (styles are escape sequences too) and before padding it in a table
-    /// (one line per row). In a text that spells `\u{` itself, backslashes are doubled, so that
-    /// `\u{1B}` on the screen always was an ESC; other backslashes are left as they are.
+    /// (one line per row). A backslash is left as it is.
     public static func escaped(_ text: String) -> String {
-        // A text that holds `\u{` as written gets its backslashes doubled too, so that what reads
-        // `\u{1B}` on the screen was an ESC, never those six characters.
-        guard text.unicodeScalars.contains(where: isEscaped) || text.contains("\\u{") else { return text }
+        guard text.unicodeScalars.contains(where: isEscaped) else { return text }
         var result = ""
         for scalar in text.unicodeScalars {
             if isEscaped(scalar) {
                 result += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
-            } else if scalar == "\\" {
-                result += "\\\\"
             } else {
                 result.unicodeScalars.append(scalar)
             }

@@ -15,11 +15,7 @@ struct EscapingTests {
         ("lrm\u{200E} rlm\u{200F} alm\u{61C}", "lrm\\u{200E} rlm\\u{200F} alm\\u{61C}"),
         ("line\u{2028}para\u{2029}", "line\\u{2028}para\\u{2029}"),
         ("🍕👨‍👩‍👧‍👦🇮🇹 Zoë e\u{301} zero\u{200B}width", "🍕👨‍👩‍👧‍👦🇮🇹 Zoë e\u{301} zero\u{200B}width"),
-        // Text that spells an escape gets its backslashes doubled, so it cannot pass for one;
-        // any other backslash is left as it is.
-        (#"back\slash \u{1B} spelled"#, #"back\\slash \\u{1B} spelled"#),
-        ("\u{1B} real, \\u{1B} spelled", #"\u{1B} real, \\u{1B} spelled"#),
-        (#"C:\orders\1042"#, #"C:\orders\1042"#),
+        (#"back\slash \u{1B} stays"#, #"back\slash \u{1B} stays"#),
         ("", ""),
     ])
     func escaped(input: String, expected: String) {
