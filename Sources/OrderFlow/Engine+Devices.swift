@@ -1,4 +1,5 @@
 import Foundation
+import Metrics
 import WorkflowKit
 
 extension OrderFlowEngine {
@@ -57,6 +58,30 @@ extension OrderFlowEngine {
         }
     }
 
+    /// Records what the customer's app reports of its Live Activity for the order: its state
+    /// as ActivityKit gives it, and when it applied the content it shows. A `dismissed` or
+    /// `ended` activity is sent nothing more and never push-started again for the order.
+    /// Counts, in metrics, how long a transition took from commit to the phone
+    /// (`orderflow_commit_to_applied_seconds`), and reports that show the phone had not
+    /// applied a push APNs accepted 30 seconds before (`orderflow_app_reports_missing_pushes_total`:
+    /// accepted is not shown).
+    /// - Throws: `notFound` when the device has no activity for the order (register its token first).
+    @discardableResult
+    public func reportActivityState(orderID: String, deviceID: String, state: AppActivityState, appliedAt: Date? = nil) async throws -> ActivityInfo {
+        try await translatingErrors {
+            try Self.validateIdentifier(orderID, what: "order id")
+            try Self.validateIdentifier(deviceID, what: "device id")
+            guard let outcome = try await deviceStore.recordAppReport(
+                orderID: orderID, deviceID: deviceID, state: state.rawValue, appliedAt: appliedAt)
+            else {
+                throw OrderFlowError(.notFound,
+                    "device \(Self.shown(deviceID)) has no Live Activity for order \(Self.shown(orderID)); register the activity's token first (PUT …/activities/\(Self.shown(deviceID))/token)")
+            }
+            AppReportMetrics.record(state: state, outcome: outcome, appliedAt: appliedAt)
+            return outcome.activity
+        }
+    }
+
     /// Stops sending an order's updates to a device.
     public func unfollow(orderID: String, deviceID: String) async throws {
         try await translatingErrors {
@@ -89,5 +114,25 @@ extension OrderFlowEngine {
             "no workflow uses the attributes type \"\(Self.shown(attributesType))\"\(hint); "
                 + (known.isEmpty ? "apply a workflow first" : "known types: \(known.sorted().joined(separator: ", "))"),
             candidates: known.sorted())
+    }
+}
+
+/// What ActivityKit says of an activity (`Activity.activityState`), as the app reports it.
+public enum AppActivityState: String, Sendable, Hashable, CaseIterable, Codable {
+    case active, stale, ended, dismissed
+}
+
+/// The metrics of the apps' reports: what the phone actually shows.
+enum AppReportMetrics {
+    static func record(state: AppActivityState, outcome: DeviceStore.AppReportOutcome, appliedAt: Date?) {
+        Counter(label: "orderflow_app_reports_total", dimensions: [("state", state.rawValue)]).increment()
+        if let occurred = outcome.newlyAppliedOccurredAt, let appliedAt {
+            Counter(label: "orderflow_pushes_applied_total").increment()
+            let seconds = max(0, min(appliedAt, Date()).timeIntervalSince(occurred))
+            Metrics.Timer(label: "orderflow_commit_to_applied_seconds").recordSeconds(seconds)
+        }
+        if outcome.acceptedNotApplied > 0 {
+            Counter(label: "orderflow_app_reports_missing_pushes_total").increment()
+        }
     }
 }

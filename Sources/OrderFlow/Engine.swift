@@ -75,6 +75,8 @@ public final class OrderFlowEngine: Sendable {
     private let ownsPool: Bool
     /// The engines ``forMerchant(_:)`` made, kept so that their workflow caches last.
     private let merchantEngines = Mutex<[String: OrderFlowEngine]>([:])
+    /// Each merchant's client-secret key once read, shared with the engines of ``forMerchant(_:)``.
+    let clientKeys: SharedMutex<[String: Data]>
 
     /// The channel workers LISTEN on.
     public static let wakeChannel = "orderflow_wake"
@@ -115,6 +117,7 @@ public final class OrderFlowEngine: Sendable {
         self.wakeSignal = WakeSignal(
             pool: configuration.notifyWorkers ? pool : nil, channel: Self.wakeChannel,
             interval: configuration.notifyInterval)
+        self.clientKeys = SharedMutex([:])
         self.ownsPool = true
     }
 
@@ -127,6 +130,7 @@ public final class OrderFlowEngine: Sendable {
         self.workflows = WorkflowCatalog(pool: engine.pool, merchantID: merchantID)
         self.orderCache = OrderCache(capacity: configuration.cachedOrders)
         self.wakeSignal = engine.wakeSignal
+        self.clientKeys = engine.clientKeys
         self.ownsPool = false
     }
 
@@ -168,5 +172,14 @@ public final class OrderFlowEngine: Sendable {
     /// Every stored workflow with its newest version.
     public func workflowVersions() async throws -> [WorkflowVersionSummary] {
         try await workflows.summaries()
+    }
+}
+
+/// A `Mutex` that several owners share (a `Mutex` itself cannot be copied).
+final class SharedMutex<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    func withLock<Result>(_ body: (inout sending Value) throws -> sending Result) rethrows -> sending Result {
+        try mutex.withLock(body)
     }
 }

@@ -81,6 +81,27 @@ public struct ActivityInfo: Sendable, Hashable, Codable {
     /// The newest transition this device was sent.
     public var lastSeq: Int
     public var lastPushedAt: Date?
+    /// What the customer's app last reported (active, stale, ended, dismissed), and when.
+    public var appState: String?
+    public var appReportedAt: Date?
+    /// When the app applied the content it shows (its clock), and the newest transition the
+    /// device had been sent by then.
+    public var appAppliedAt: Date?
+    public var appAppliedSeq: Int?
+}
+
+extension ActivityInfo {
+    init(row: PostgresRow) throws {
+        deviceID = try row.decode("device_id")
+        status = try row.decode("status")
+        tokenSuffix = try row.decode("suffix", as: String?.self)
+        lastSeq = try row.decode("last_seq")
+        lastPushedAt = try row.decode("last_pushed_at", as: Date?.self)
+        appState = try row.decode("app_state", as: String?.self)
+        appReportedAt = try row.decode("app_reported_at", as: Date?.self)
+        appAppliedAt = try row.decode("app_applied_at", as: Date?.self)
+        appAppliedSeq = try row.decode("app_applied_seq", as: Int?.self)
+    }
 }
 
 public struct OrderDetails: Sendable, Hashable, Codable {

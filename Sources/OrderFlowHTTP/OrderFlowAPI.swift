@@ -10,6 +10,8 @@ struct OrderFlowAPI: APIProtocol {
     let engine: OrderFlowEngine
     /// Whether this process runs a worker (`/healthz` says so).
     let runsWorker: Bool
+    /// The open event streams, ended when the server stops.
+    let events: EventStreams
 
     // MARK: Workflows
 
@@ -73,19 +75,17 @@ struct OrderFlowAPI: APIProtocol {
                 orderID: body.id, workflow: body.workflow, workflowVersion: body.workflowVersion,
                 attributes: try Self.value(body.attributes), input: try Self.value(body.input),
                 idempotencyKey: input.headers.idempotencyKey, actor: Self.actor))
-            return .created(.init(body: .json(try await order(created, engine))))
+            let secret = try await engine.clientSecret(forOrder: created.orderID)
+            return .created(.init(body: .json(.init(value1: try await order(created, engine), value2: .init(clientSecret: secret)))))
         }
     }
 
     func getOrder(_ input: Operations.GetOrder.Input) async throws -> Operations.GetOrder.Output {
-        await respond(Operations.GetOrder.Output.default) { engine in
+        await respond(Operations.GetOrder.Output.default, access: .order(input.path.id)) { engine in
             let details = try await engine.order(input.path.id)
             return .ok(.init(body: .json(.init(
                 order: try await order(details.order, engine),
-                activities: details.activities.map {
-                    .init(device: $0.deviceID, status: $0.status, tokenSuffix: $0.tokenSuffix, lastSeq: $0.lastSeq,
-                          lastPushedAt: $0.lastPushedAt)
-                },
+                activities: details.activities.map(Self.activity),
                 pendingUpdates: details.pendingCommands))))
         }
     }
@@ -131,29 +131,41 @@ struct OrderFlowAPI: APIProtocol {
     // MARK: Devices
 
     func followOrder(_ input: Operations.FollowOrder.Input) async throws -> Operations.FollowOrder.Output {
-        await respond(Operations.FollowOrder.Output.default) { engine in
+        await respond(Operations.FollowOrder.Output.default, access: .order(input.path.id)) { engine in
             try await engine.follow(orderID: input.path.id, deviceID: input.path.device)
             return .noContent(.init())
         }
     }
 
     func unfollowOrder(_ input: Operations.UnfollowOrder.Input) async throws -> Operations.UnfollowOrder.Output {
-        await respond(Operations.UnfollowOrder.Output.default) { engine in
+        await respond(Operations.UnfollowOrder.Output.default, access: .order(input.path.id)) { engine in
             try await engine.unfollow(orderID: input.path.id, deviceID: input.path.device)
             return .noContent(.init())
         }
     }
 
     func registerActivityToken(_ input: Operations.RegisterActivityToken.Input) async throws -> Operations.RegisterActivityToken.Output {
-        await respond(Operations.RegisterActivityToken.Output.default) { engine in
+        await respond(Operations.RegisterActivityToken.Output.default, access: .order(input.path.id)) { engine in
             guard case .json(let body) = input.body else { throw OrderFlowError(.invalidInput, "send the token as application/json") }
             let stored = try await engine.registerActivityToken(orderID: input.path.id, deviceID: input.path.device, token: body.token)
             return .ok(.init(body: .json(.init(tokenSuffix: Self.suffix(stored)))))
         }
     }
 
+    func reportActivityState(_ input: Operations.ReportActivityState.Input) async throws -> Operations.ReportActivityState.Output {
+        await respond(Operations.ReportActivityState.Output.default, access: .order(input.path.id)) { engine in
+            guard case .json(let body) = input.body else { throw OrderFlowError(.invalidInput, "send the report as application/json") }
+            guard let state = AppActivityState(rawValue: body.state.rawValue) else {
+                throw OrderFlowError(.invalidInput, "`state` must be active, stale, ended or dismissed")
+            }
+            let activity = try await engine.reportActivityState(
+                orderID: input.path.id, deviceID: input.path.device, state: state, appliedAt: body.appliedAt)
+            return .ok(.init(body: .json(Self.activity(activity))))
+        }
+    }
+
     func registerPushToStartToken(_ input: Operations.RegisterPushToStartToken.Input) async throws -> Operations.RegisterPushToStartToken.Output {
-        await respond(Operations.RegisterPushToStartToken.Output.default) { engine in
+        await respond(Operations.RegisterPushToStartToken.Output.default, access: .anyOrder) { engine in
             guard case .json(let body) = input.body else { throw OrderFlowError(.invalidInput, "send the token as application/json") }
             let stored = try await engine.registerPushToStartToken(
                 deviceID: input.path.device, attributesType: input.path.attributesType, token: body.token)
@@ -185,6 +197,24 @@ struct OrderFlowAPI: APIProtocol {
         }
     }
 
+    // MARK: Events
+
+    func streamEvents(_ input: Operations.StreamEvents.Input) async throws -> Operations.StreamEvents.Output {
+        await respond(Operations.StreamEvents.Output.default) { engine in
+            let cursor: FeedCursor
+            if let given = input.headers.lastEventID ?? input.query.after {
+                guard let parsed = FeedCursor(given) else {
+                    throw OrderFlowError(.invalidInput,
+                        "the cursor \(EventStreams.shown(given)) is not an event id of this feed (they look like 8123.0); reconnect without Last-Event-ID to start from now, or with after=0.-1 to replay everything")
+                }
+                cursor = parsed
+            } else {
+                cursor = try await engine.feedCursorNow()
+            }
+            return .ok(.init(body: .textEventStream(events.stream(engine: engine, after: cursor))))
+        }
+    }
+
     // MARK: Health
 
     func health(_ input: Operations.Health.Input) async throws -> Operations.Health.Output {
@@ -203,14 +233,36 @@ struct OrderFlowAPI: APIProtocol {
     /// The history's actor for changes made through the API.
     static var actor: String { "api:\(RequestScope.current?.requestID ?? "-")" }
 
+    /// Who may make a call: a merchant's API key always; an order's client secret only where
+    /// the customer's app needs it.
+    enum Access {
+        /// The merchant's API key only (the default).
+        case merchant
+        /// Also the client secret of this order.
+        case order(String)
+        /// Also the client secret of any of the merchant's orders (a device's own tokens).
+        case anyOrder
+    }
+
     /// Runs `body` with the engine of the request's merchant; any error becomes a problem response.
     private func respond<Output>(
-        _ problem: (Int, Components.Responses.Problem) -> Output, _ body: (OrderFlowEngine) async throws -> Output
+        _ problem: (Int, Components.Responses.Problem) -> Output, access: Access = .merchant,
+        _ body: (OrderFlowEngine) async throws -> Output
     ) async -> Output {
         let requestID = RequestScope.current?.requestID
         do {
             guard let scope = RequestScope.current else {
                 throw OrderFlowError(.unexpected, "the request reached a handler without its merchant; this is a bug in the server")
+            }
+            if let granted = scope.grantedOrder {
+                switch access {
+                case .merchant:
+                    throw AccessDenied(detail: AccessDenied.appOnly)
+                case .order(let orderID) where orderID != granted:
+                    throw AccessDenied(detail: "this client secret belongs to another order; use the secret returned when this order was created")
+                case .order, .anyOrder:
+                    break
+                }
             }
             return try await body(try engine.forMerchant(scope.merchantID))
         } catch {
@@ -265,6 +317,12 @@ struct OrderFlowAPI: APIProtocol {
               actor: record.actor, occurredAt: record.occurredAt, content: try object(record.content), staleDate: record.staleDate,
               dismissalDate: record.dismissalDate, relevanceScore: record.relevanceScore,
               priority: record.priority >= 10 ? ._10 : ._5, aps: try object(record.aps))
+    }
+
+    static func activity(_ activity: ActivityInfo) -> Components.Schemas.Activity {
+        .init(device: activity.deviceID, status: activity.status, tokenSuffix: activity.tokenSuffix, lastSeq: activity.lastSeq,
+              lastPushedAt: activity.lastPushedAt, appState: activity.appState.flatMap { .init(rawValue: $0) },
+              appReportedAt: activity.appReportedAt, appAppliedAt: activity.appAppliedAt, appAppliedSeq: activity.appAppliedSeq)
     }
 
     static func delivery(_ delivery: DeliveryRecord) -> Components.Schemas.Delivery {

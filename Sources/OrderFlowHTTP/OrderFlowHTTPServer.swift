@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOCore
 import OpenAPIHummingbird
 import OpenAPIRuntime
 import OrderFlow
@@ -33,6 +34,7 @@ public final class OrderFlowHTTPServer: Service, Sendable {
     let logger: Logger
     private let port = Mutex<Int?>(nil)
     private let started = AsyncStream<Int>.makeStream()
+    private let events = EventStreams()
 
     public init(engine: OrderFlowEngine, configuration: OrderFlowHTTPConfiguration = .init(), logger: Logger) {
         self.engine = engine
@@ -52,7 +54,7 @@ public final class OrderFlowHTTPServer: Service, Sendable {
 
     public func run() async throws {
         let application = Application(
-            router: try Self.router(engine: engine, runsWorker: configuration.runsWorker, logger: logger),
+            router: try Self.router(engine: engine, runsWorker: configuration.runsWorker, events: events, logger: logger),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "OrderFlow"),
             onServerRunning: { [self] channel in
                 let bound = channel.localAddress?.port
@@ -61,11 +63,25 @@ public final class OrderFlowHTTPServer: Service, Sendable {
                 started.continuation.finish()
             },
             logger: logger)
-        try await application.run()
+        // Whatever ends the server (a port in use, an address that is not this machine's),
+        // nobody must go on waiting for it to listen.
+        defer { started.continuation.finish() }
+        do {
+            // The event streams never end by themselves: a graceful shutdown ends them, so that
+            // the server's wait for requests in flight is not a wait for clients to hang up.
+            try await withGracefulShutdownHandler {
+                try await application.run()
+            } onGracefulShutdown: { [events] in
+                events.closeAll()
+            }
+        } catch let error as IOError where boundPort == nil {
+            throw OrderFlowHTTPListenError(host: configuration.host, port: configuration.port, errno: error.errnoCode)
+        }
     }
 
     /// The routes, for this server and for tests in process.
-    static func router(engine: OrderFlowEngine, runsWorker: Bool, logger: Logger) throws -> Router<BasicRequestContext> {
+    static func router(engine: OrderFlowEngine, runsWorker: Bool, events: EventStreams = EventStreams(),
+                       logger: Logger) throws -> Router<BasicRequestContext> {
         let router = Router()
         router.add(middleware: RequestBodyLimit())
         router.add(middleware: RequestErrors())
@@ -74,9 +90,31 @@ public final class OrderFlowHTTPServer: Service, Sendable {
             Response(status: .ok, headers: [.contentType: "application/yaml"],
                      body: .init(byteBuffer: ByteBuffer(bytes: Contract.document)))
         }
-        let api = OrderFlowAPI(engine: engine, runsWorker: runsWorker)
+        let api = OrderFlowAPI(engine: engine, runsWorker: runsWorker, events: events)
         try api.registerHandlers(on: router)
         return router
+    }
+}
+
+/// The server could not listen where it was asked to.
+public struct OrderFlowHTTPListenError: Error, Sendable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+    /// The system's reason (`EADDRINUSE`, `EADDRNOTAVAIL`, `EACCES`, …).
+    public var errno: Int32
+
+    public var description: String {
+        let place = "\(host):\(port)"
+        switch errno {
+        case EADDRINUSE:
+            return "cannot listen on \(place): the port is in use by another program; stop it, or pick another --port (0 picks a free one)"
+        case EACCES:
+            return "cannot listen on \(place): permission denied (ports below 1024 need privileges); pick a port above 1023"
+        case EADDRNOTAVAIL:
+            return "cannot listen on \(place): \(host) is not an address of this machine; use 127.0.0.1, 0.0.0.0 or one of its addresses"
+        default:
+            return "cannot listen on \(place): \(String(cString: strerror(errno))); check --host and --port"
+        }
     }
 }
 

@@ -47,6 +47,10 @@ enum ProblemResponse {
             body.diagnostics = error.diagnostics.map { .init(line: $0.line, column: $0.column, message: $0.message) }
             return (.unprocessableContent, body)
         }
+        if let error = error as? AccessDenied {
+            return (.forbidden, Body(title: HTTPResponse.Status.forbidden.reasonPhrase, status: 403, detail: error.detail,
+                                     code: "forbidden", requestID: requestID))
+        }
         guard let error = OrderFlowError.translating(error) else {
             return (.internalServerError, Body(
                 title: "Internal Server Error", status: 500,
@@ -89,4 +93,11 @@ enum ProblemResponse {
         if status == .serviceUnavailable { headers[.retryAfter] = String(retryAfterSeconds) }
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
+}
+
+/// A credential that is valid but does not reach this call (403).
+struct AccessDenied: Error {
+    var detail: String
+
+    static let appOnly = "a client secret lets the customer's app read its order and report its tokens and activity; this call needs the merchant's API key"
 }

@@ -7,10 +7,13 @@ import OrderFlow
 /// Who a request speaks for, decided once per request by ``MerchantAuthentication`` and read by
 /// the handlers (which the generated server calls without Hummingbird's request context).
 struct RequestScope: Sendable {
-    /// The merchant the request's API key belongs to.
+    /// The merchant the request's API key (or client secret) belongs to.
     var merchantID: String
     /// The id in the `X-Request-ID` response header and in every log line of the request.
     var requestID: String
+    /// For a request with an order's client secret (the customer's app): that order. The
+    /// handlers allow such a request only the calls the app makes, for this order.
+    var grantedOrder: String? = nil
 
     @TaskLocal static var current: RequestScope?
 }
@@ -34,25 +37,58 @@ struct MerchantAuthentication<Context: RequestContext>: RouterMiddleware {
                     "this request has no API key; send `Authorization: Bearer <key>` with a key from `orderflow api-key create`",
                     challenge: "Bearer", requestID: requestID)
             }
-            let merchant: String?
+            let scope: RequestScope?
             do {
-                merchant = try await engine.resolveAPIKey(key)
+                if key.hasPrefix(OrderFlowEngine.clientSecretScheme) {
+                    scope = try await engine.resolveClientSecret(key).map {
+                        RequestScope(merchantID: $0.merchantID, requestID: requestID, grantedOrder: $0.orderID)
+                    }
+                } else {
+                    scope = try await engine.resolveAPIKey(key).map { RequestScope(merchantID: $0, requestID: requestID) }
+                }
             } catch {
                 response = ProblemResponse.response(for: error, requestID: requestID)
                 response.headers[.xRequestID] = requestID
                 return response
             }
-            guard let merchant else {
-                return Self.unauthorized(
-                    "the API key is not known or was revoked; create one with `orderflow api-key create --merchant ID`",
-                    challenge: "Bearer error=\"invalid_token\"", requestID: requestID)
+            if let scope, scope.grantedOrder != nil, !Self.isAppCall(request.method, request.uri.path) {
+                // Refused before the body is read: what the app may do is decided by the route.
+                var refused = ProblemResponse.response(for: AccessDenied(detail: AccessDenied.appOnly), requestID: requestID)
+                refused.headers[.xRequestID] = requestID
+                return refused
             }
-            response = try await RequestScope.$current.withValue(RequestScope(merchantID: merchant, requestID: requestID)) {
+            guard let scope else {
+                let what = key.hasPrefix(OrderFlowEngine.clientSecretScheme)
+                    ? "the client secret is not valid (it may have been cut or altered); use the one returned when the order was created"
+                    : "the API key is not known or was revoked; create one with `orderflow api-key create --merchant ID`"
+                return Self.unauthorized(what, challenge: "Bearer error=\"invalid_token\"", requestID: requestID)
+            }
+            response = try await RequestScope.$current.withValue(scope) {
                 try await next(request, context)
             }
         }
         response.headers[.xRequestID] = requestID
         return response
+    }
+
+    /// The calls the customer's app makes with a client secret (the handlers also check that
+    /// the order is the secret's own).
+    static func isAppCall(_ method: HTTPRequest.Method, _ path: String) -> Bool {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        let segments = Array(parts)
+        guard segments.count >= 3, segments[0] == "v1", segments.allSatisfy({ !$0.isEmpty }) else { return false }
+        switch (method, segments.count, segments[1]) {
+        case (.get, 3, "orders"):
+            return true
+        case (.put, 5, "orders"), (.delete, 5, "orders"):
+            return segments[3] == "followers"
+        case (.put, 6, "orders"):
+            return segments[3] == "activities" && (segments[5] == "token" || segments[5] == "state")
+        case (.put, 5, "devices"):
+            return segments[3] == "push-to-start-tokens"
+        default:
+            return false
+        }
     }
 
     /// 401 with the problem body, the challenge and the request id.

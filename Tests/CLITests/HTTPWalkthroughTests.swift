@@ -27,16 +27,7 @@ struct HTTPWalkthroughTests {
         #expect(created.status == 0 && key.hasPrefix("of_live_"), "\(created)")
 
         let serve = try cli.start(["serve", "--port", "0", "--no-worker"])
-        var port: String?
-        let deadline = Date().addingTimeInterval(30)
-        while port == nil, Date() < deadline, serve.process.isRunning {
-            let said = (try? String(contentsOf: serve.stderrURL, encoding: .utf8)) ?? ""
-            if let range = said.range(of: "serving the API on http://127.0.0.1:") {
-                port = String(said[range.upperBound...].prefix { $0.isNumber })
-            }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        let listening = try #require(port, "serve never said where it listens")
+        let listening = try #require(try await Self.port(of: serve), "serve never said where it listens")
 
         let lines = try #require(try Self.blocks("sh").dropFirst().first)
         let environment = ["KEY": key]
@@ -62,5 +53,31 @@ struct HTTPWalkthroughTests {
         let stopped = try await serve.finish()
         #expect(stopped.status == 0, "\(stopped)")
         #expect(!stopped.stderr.contains(key) && !stopped.stdout.contains(key), "the key never appears in the server's output")
+    }
+
+    /// The port a started `orderflow serve` says it listens on.
+    static func port(of serve: RunningCLI) async throws -> String? {
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline, serve.process.isRunning {
+            let said = (try? String(contentsOf: serve.stderrURL, encoding: .utf8)) ?? ""
+            if let range = said.range(of: "serving the API on http://127.0.0.1:") {
+                return String(said[range.upperBound...].prefix { $0.isNumber })
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return nil
+    }
+
+    @Test("a port in use: one sentence, exit 64, and the process ends")
+    func portInUse() async throws {
+        let cli = try await CLI.withFreshDatabase()
+        let first = try cli.start(["serve", "--port", "0", "--no-worker"])
+        let port = try #require(try await Self.port(of: first), "serve never said where it listens")
+        let second = try await cli.run("serve", "--port", port, "--no-worker")
+        #expect(second.status == 64, "\(second)")
+        #expect(second.stderrLines == ["orderflow: cannot listen on 127.0.0.1:\(port): the port is in use by another program; stop it, or pick another --port (0 picks a free one)"], "\(second)")
+        #expect(second.seconds < 20, "it exits at once instead of hanging: \(second.seconds) s")
+        first.interrupt()
+        #expect(try await first.finish().status == 0)
     }
 }

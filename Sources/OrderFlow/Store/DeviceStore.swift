@@ -69,6 +69,58 @@ struct DeviceStore: Sendable {
         }
     }
 
+    /// What an app's report changed.
+    struct AppReportOutcome: Sendable {
+        var activity: ActivityInfo
+        /// When the newest transition the app applied occurred, if this report moved it on.
+        var newlyAppliedOccurredAt: Date?
+        /// Pushes APNs accepted more than 30 seconds before the app's report that carried
+        /// transitions newer than the one it applied: accepted, never shown.
+        var acceptedNotApplied: Int
+    }
+
+    /// Records what the app says of its activity. A dismissed or ended activity ends for
+    /// OrderFlow too (nothing more is sent, no push-to-start again); `appliedAt` also finds the
+    /// newest transition the device had been sent by then. Nil when the device has no activity
+    /// for the order.
+    func recordAppReport(orderID: String, deviceID: String, state: String, appliedAt: Date?) async throws -> AppReportOutcome? {
+        try await pool.query(PostgresQuery("""
+            WITH old AS (
+                SELECT app_applied_seq FROM activities
+                WHERE merchant_id = $1 AND order_id = $2 AND device_id = $3 FOR UPDATE
+            ), applied AS (
+                SELECT max(d.seq) AS seq FROM deliveries d
+                WHERE d.merchant_id = $1 AND d.order_id = $2 AND d.device_id = $3 AND d.outcome = 'sent'
+                  AND $5::timestamptz IS NOT NULL AND d.attempted_at <= least($5::timestamptz, now())
+            ), updated AS (
+                UPDATE activities a SET
+                    app_state = $4, app_reported_at = now(),
+                    app_applied_at = coalesce($5, a.app_applied_at),
+                    app_applied_seq = coalesce(greatest(a.app_applied_seq, (SELECT seq FROM applied)), a.app_applied_seq),
+                    status = CASE WHEN $4 IN ('dismissed', 'ended') AND a.status <> 'gone' THEN 'ended' ELSE a.status END,
+                    ended_at = CASE WHEN $4 IN ('dismissed', 'ended') THEN coalesce(a.ended_at, now()) ELSE a.ended_at END
+                WHERE a.merchant_id = $1 AND a.order_id = $2 AND a.device_id = $3
+                RETURNING a.device_id, a.status, right(a.update_token, 8) AS suffix, a.last_seq, a.last_pushed_at, a.app_state,
+                          a.app_reported_at, a.app_applied_at, a.app_applied_seq
+            )
+            SELECT u.*,
+                   (SELECT t.occurred_at FROM order_transitions t
+                    WHERE t.merchant_id = $1 AND t.order_id = $2 AND t.seq = u.app_applied_seq
+                      AND u.app_applied_seq IS DISTINCT FROM (SELECT app_applied_seq FROM old)) AS newly_applied_occurred_at,
+                   (SELECT count(*) FROM deliveries d
+                    WHERE $5::timestamptz IS NOT NULL AND d.merchant_id = $1 AND d.order_id = $2 AND d.device_id = $3
+                      AND d.outcome = 'sent' AND d.event IN ('update', 'end')
+                      AND d.seq > coalesce(u.app_applied_seq, 0)
+                      AND d.attempted_at < least($5::timestamptz, now()) - interval '30 seconds') AS accepted_not_applied
+            FROM updated u
+            """, merchantID, orderID, deviceID, state, appliedAt)).first.map { row in
+            AppReportOutcome(
+                activity: try ActivityInfo(row: row),
+                newlyAppliedOccurredAt: try row.decode("newly_applied_occurred_at", as: Date?.self),
+                acceptedNotApplied: try row.decode("accepted_not_applied"))
+        }
+    }
+
     /// Stops the device following the order and retires its activity. False when it did not
     /// follow the order (nothing changes then).
     func removeFollower(orderID: String, deviceID: String) async throws -> Bool {

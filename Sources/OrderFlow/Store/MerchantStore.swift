@@ -157,6 +157,28 @@ struct MerchantStore: Sendable {
             revokedAt: try row.decode("revoked_at", as: Date?.self))
     }
 
+    // MARK: Client secrets
+
+    /// The merchant's client-secret key, stored on first use: a concurrent first use keeps
+    /// whichever key was inserted first, and both callers get that one.
+    func clientKey(merchantID: String, candidate: Data) async throws -> Data {
+        let text: String = try await pool.query(PostgresQuery("""
+            WITH inserted AS (
+                INSERT INTO merchant_client_keys (merchant_id, key) VALUES ($1, decode($2, 'base64'))
+                ON CONFLICT (merchant_id) DO NOTHING
+                RETURNING key
+            )
+            SELECT encode(key, 'base64') AS key FROM inserted
+            UNION ALL
+            SELECT encode(key, 'base64') FROM merchant_client_keys WHERE merchant_id = $1
+            LIMIT 1
+            """, merchantID, candidate.base64EncodedString())).single().decode("key")
+        guard let key = Data(base64Encoded: text, options: .ignoreUnknownCharacters), key.count == 32 else {
+            throw OrderFlowError(.unexpected, "the stored client-secret key of merchant \(merchantID) is damaged")
+        }
+        return key
+    }
+
     // MARK: Shared provider tokens
 
     /// Runs `decide` on the stored token of (team, key) — sealed bytes and issue time — holding

@@ -130,13 +130,10 @@ struct OrderStore: Sendable {
     /// Each device's activity of the order.
     func activities(orderID: String) async throws -> [ActivityInfo] {
         try await pool.query(PostgresQuery("""
-            SELECT device_id, status, right(update_token, 8) AS suffix, last_seq, last_pushed_at
-            FROM activities WHERE merchant_id = $1 AND order_id = $2 ORDER BY device_id
-            """, merchantID, orderID)).map { row in
-            ActivityInfo(deviceID: try row.decode("device_id"), status: try row.decode("status"),
-                         tokenSuffix: try row.decode("suffix", as: String?.self), lastSeq: try row.decode("last_seq"),
-                         lastPushedAt: try row.decode("last_pushed_at", as: Date?.self))
-        }
+            SELECT a.device_id, a.status, right(a.update_token, 8) AS suffix, a.last_seq, a.last_pushed_at, a.app_state,
+                   a.app_reported_at, a.app_applied_at, a.app_applied_seq
+            FROM activities a WHERE merchant_id = $1 AND order_id = $2 ORDER BY device_id
+            """, merchantID, orderID)).map(ActivityInfo.init(row:))
     }
 
     /// Activity commands of the order not handled yet.

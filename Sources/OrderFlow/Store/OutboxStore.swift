@@ -229,7 +229,9 @@ struct OutboxStore: Sendable {
                     next_attempt_at double precision, failures integer)
             ), updated AS (
                 UPDATE activities a SET
-                    status = CASE WHEN a.update_token IS NOT DISTINCT FROM r.seen_update_token THEN r.status ELSE a.status END,
+                    -- The customer dismissed it (the app said so while the push was out): it stays ended.
+                    status = CASE WHEN a.app_state IN ('dismissed', 'ended') AND a.status = 'ended' THEN 'ended'
+                                  WHEN a.update_token IS NOT DISTINCT FROM r.seen_update_token THEN r.status ELSE a.status END,
                     update_token = CASE WHEN r.clear_update_token AND a.update_token IS NOT DISTINCT FROM r.seen_update_token
                                         THEN NULL ELSE a.update_token END,
                     started_at = CASE WHEN a.update_token IS NOT DISTINCT FROM r.seen_update_token

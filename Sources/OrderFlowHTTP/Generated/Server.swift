@@ -169,6 +169,17 @@ extension APIProtocol {
         )
         try transport.register(
             {
+                try await server.reportActivityState(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .put,
+            path: server.apiPathComponentsWithServerPrefix("/v1/orders/{id}/activities/{device}/state")
+        )
+        try transport.register(
+            {
                 try await server.registerPushToStartToken(
                     request: $0,
                     body: $1,
@@ -210,6 +221,17 @@ extension APIProtocol {
             },
             method: .post,
             path: server.apiPathComponentsWithServerPrefix("/v1/deliveries/{deliveryID}/retry")
+        )
+        try transport.register(
+            {
+                try await server.streamEvents(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .get,
+            path: server.apiPathComponentsWithServerPrefix("/v1/events")
         )
         try transport.register(
             {
@@ -1383,6 +1405,116 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
             }
         )
     }
+    /// What the device's Live Activity is (ActivityKit's `activityState`) and when it applied content.
+    ///
+    /// The app calls this from `activityStateUpdates` and `contentUpdates`. A dismissed or
+    /// ended activity is sent nothing more, and the order is never push-started again on that
+    /// device. `applied_at` (the app's clock, when `contentUpdates` gave it the content) lets
+    /// OrderFlow count pushes that APNs accepted but the phone never applied.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/orders/{id}/activities/{device}/state`.
+    /// - Remark: Generated from `#/paths//v1/orders/{id}/activities/{device}/state/put(reportActivityState)`.
+    func reportActivityState(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.ReportActivityState.id,
+            using: {
+                APIHandler.reportActivityState($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let path: Operations.ReportActivityState.Input.Path = .init(
+                    id: try converter.getPathParameterAsURI(
+                        in: metadata.pathParameters,
+                        name: "id",
+                        as: Components.Parameters.OrderID.self
+                    ),
+                    device: try converter.getPathParameterAsURI(
+                        in: metadata.pathParameters,
+                        name: "device",
+                        as: Components.Parameters.DeviceID.self
+                    )
+                )
+                let headers: Operations.ReportActivityState.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                let contentType = converter.extractContentTypeIfPresent(in: request.headerFields)
+                let body: Operations.ReportActivityState.Input.Body
+                let chosenContentType = try converter.bestContentType(
+                    received: contentType,
+                    options: [
+                        "application/json"
+                    ]
+                )
+                switch chosenContentType {
+                case "application/json":
+                    body = try await converter.getRequiredRequestBodyAsJSON(
+                        Components.Schemas.ActivityReport.self,
+                        from: requestBody,
+                        transforming: { value in
+                            .json(value)
+                        }
+                    )
+                default:
+                    preconditionFailure("bestContentType chose an invalid content type.")
+                }
+                return Operations.ReportActivityState.Input(
+                    path: path,
+                    headers: headers,
+                    body: body
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    try converter.setHeaderFieldAsURI(
+                        in: &response.headerFields,
+                        name: "Retry-After",
+                        value: value.headers.retryAfter
+                    )
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .applicationProblemJson(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/problem+json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/problem+json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
     /// The device's push-to-start token for an `ActivityAttributes` type.
     ///
     /// - Remark: HTTP `PUT /v1/devices/{device}/push-to-start-tokens/{attributesType}`.
@@ -1714,6 +1846,100 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                     var response = HTTPTypes.HTTPResponse(soar_statusCode: 202)
                     suppressMutabilityWarning(&response)
                     return (response, nil)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    try converter.setHeaderFieldAsURI(
+                        in: &response.headerFields,
+                        name: "Retry-After",
+                        value: value.headers.retryAfter
+                    )
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .applicationProblemJson(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/problem+json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/problem+json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// The merchant's transitions and push outcomes as they commit (Server-Sent Events).
+    ///
+    /// A `text/event-stream` that stays open: one event per transition (`event: transition`)
+    /// and per push attempt (`event: push`), each `data:` a JSON object (see `FeedEvent`), in
+    /// the order their transactions committed, from anywhere (API, CLI, timers, workers).
+    /// Each event's `id:` is a cursor; reconnect with `Last-Event-ID` (browsers do it by
+    /// themselves) or `?after=` to resume without a gap or a repeat. Without either, the
+    /// stream starts at the moment of the request; `?after=0.-1` replays everything. A comment
+    /// line every 15 s keeps proxies from closing an idle stream.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/events`.
+    /// - Remark: Generated from `#/paths//v1/events/get(streamEvents)`.
+    func streamEvents(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.StreamEvents.id,
+            using: {
+                APIHandler.streamEvents($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let query: Operations.StreamEvents.Input.Query = .init(after: try converter.getOptionalQueryItemAsURI(
+                    in: request.soar_query,
+                    style: .form,
+                    explode: true,
+                    name: "after",
+                    as: Swift.String.self
+                ))
+                let headers: Operations.StreamEvents.Input.Headers = .init(
+                    lastEventID: try converter.getOptionalHeaderFieldAsURI(
+                        in: request.headerFields,
+                        name: "Last-Event-ID",
+                        as: Swift.String.self
+                    ),
+                    accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields)
+                )
+                return Operations.StreamEvents.Input(
+                    query: query,
+                    headers: headers
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .textEventStream(value):
+                        try converter.validateAcceptIfPresent(
+                            "text/event-stream",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsBinary(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "text/event-stream"
+                        )
+                    }
+                    return (response, body)
                 case let .`default`(statusCode, value):
                     suppressUnusedWarning(value)
                     var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)

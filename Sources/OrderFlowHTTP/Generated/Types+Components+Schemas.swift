@@ -409,40 +409,123 @@ extension Components {
                 case stateEnteredAt = "state_entered_at"
             }
         }
+        /// - Remark: Generated from `#/components/schemas/CreatedOrder`.
+        internal struct CreatedOrder: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/CreatedOrder/value1`.
+            internal var value1: Components.Schemas.Order
+            /// - Remark: Generated from `#/components/schemas/CreatedOrder/value2`.
+            internal struct Value2Payload: Codable, Hashable, Sendable {
+                /// The order's credential for the customer's app (`of_cs_…`): give it to the app, not to anyone else.
+                ///
+                /// - Remark: Generated from `#/components/schemas/CreatedOrder/value2/client_secret`.
+                internal var clientSecret: Swift.String
+                /// Creates a new `Value2Payload`.
+                ///
+                /// - Parameters:
+                ///   - clientSecret: The order's credential for the customer's app (`of_cs_…`): give it to the app, not to anyone else.
+                internal init(clientSecret: Swift.String) {
+                    self.clientSecret = clientSecret
+                }
+                internal enum CodingKeys: String, CodingKey {
+                    case clientSecret = "client_secret"
+                }
+            }
+            /// - Remark: Generated from `#/components/schemas/CreatedOrder/value2`.
+            internal var value2: Components.Schemas.CreatedOrder.Value2Payload
+            /// Creates a new `CreatedOrder`.
+            ///
+            /// - Parameters:
+            ///   - value1:
+            ///   - value2:
+            internal init(
+                value1: Components.Schemas.Order,
+                value2: Components.Schemas.CreatedOrder.Value2Payload
+            ) {
+                self.value1 = value1
+                self.value2 = value2
+            }
+            internal init(from decoder: any Swift.Decoder) throws {
+                self.value1 = try .init(from: decoder)
+                self.value2 = try .init(from: decoder)
+            }
+            internal func encode(to encoder: any Swift.Encoder) throws {
+                try self.value1.encode(to: encoder)
+                try self.value2.encode(to: encoder)
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/Activity`.
         internal struct Activity: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/Activity/device`.
             internal var device: Swift.String
+            /// What OrderFlow did: waiting, starting, active, ended, gone (token dead), alerts (no Live Activity).
+            ///
             /// - Remark: Generated from `#/components/schemas/Activity/status`.
             internal var status: Swift.String
             /// The update token's last characters.
             ///
             /// - Remark: Generated from `#/components/schemas/Activity/token_suffix`.
             internal var tokenSuffix: Swift.String?
+            /// The newest transition the device was sent.
+            ///
             /// - Remark: Generated from `#/components/schemas/Activity/last_seq`.
             internal var lastSeq: Swift.Int
             /// - Remark: Generated from `#/components/schemas/Activity/last_pushed_at`.
             internal var lastPushedAt: Foundation.Date?
+            /// What the app last reported.
+            ///
+            /// - Remark: Generated from `#/components/schemas/Activity/app_state`.
+            internal enum AppStatePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case active = "active"
+                case stale = "stale"
+                case ended = "ended"
+                case dismissed = "dismissed"
+            }
+            /// What the app last reported.
+            ///
+            /// - Remark: Generated from `#/components/schemas/Activity/app_state`.
+            internal var appState: Components.Schemas.Activity.AppStatePayload?
+            /// - Remark: Generated from `#/components/schemas/Activity/app_reported_at`.
+            internal var appReportedAt: Foundation.Date?
+            /// When the app applied content (its clock).
+            ///
+            /// - Remark: Generated from `#/components/schemas/Activity/app_applied_at`.
+            internal var appAppliedAt: Foundation.Date?
+            /// The newest transition the app had applied by then.
+            ///
+            /// - Remark: Generated from `#/components/schemas/Activity/app_applied_seq`.
+            internal var appAppliedSeq: Swift.Int?
             /// Creates a new `Activity`.
             ///
             /// - Parameters:
             ///   - device:
-            ///   - status:
+            ///   - status: What OrderFlow did: waiting, starting, active, ended, gone (token dead), alerts (no Live Activity).
             ///   - tokenSuffix: The update token's last characters.
-            ///   - lastSeq:
+            ///   - lastSeq: The newest transition the device was sent.
             ///   - lastPushedAt:
+            ///   - appState: What the app last reported.
+            ///   - appReportedAt:
+            ///   - appAppliedAt: When the app applied content (its clock).
+            ///   - appAppliedSeq: The newest transition the app had applied by then.
             internal init(
                 device: Swift.String,
                 status: Swift.String,
                 tokenSuffix: Swift.String? = nil,
                 lastSeq: Swift.Int,
-                lastPushedAt: Foundation.Date? = nil
+                lastPushedAt: Foundation.Date? = nil,
+                appState: Components.Schemas.Activity.AppStatePayload? = nil,
+                appReportedAt: Foundation.Date? = nil,
+                appAppliedAt: Foundation.Date? = nil,
+                appAppliedSeq: Swift.Int? = nil
             ) {
                 self.device = device
                 self.status = status
                 self.tokenSuffix = tokenSuffix
                 self.lastSeq = lastSeq
                 self.lastPushedAt = lastPushedAt
+                self.appState = appState
+                self.appReportedAt = appReportedAt
+                self.appAppliedAt = appAppliedAt
+                self.appAppliedSeq = appAppliedSeq
             }
             internal enum CodingKeys: String, CodingKey {
                 case device
@@ -450,6 +533,167 @@ extension Components {
                 case tokenSuffix = "token_suffix"
                 case lastSeq = "last_seq"
                 case lastPushedAt = "last_pushed_at"
+                case appState = "app_state"
+                case appReportedAt = "app_reported_at"
+                case appAppliedAt = "app_applied_at"
+                case appAppliedSeq = "app_applied_seq"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ActivityReport`.
+        internal struct ActivityReport: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ActivityReport/state`.
+            internal enum StatePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case active = "active"
+                case stale = "stale"
+                case ended = "ended"
+                case dismissed = "dismissed"
+            }
+            /// - Remark: Generated from `#/components/schemas/ActivityReport/state`.
+            internal var state: Components.Schemas.ActivityReport.StatePayload
+            /// When the app applied the content it shows now.
+            ///
+            /// - Remark: Generated from `#/components/schemas/ActivityReport/applied_at`.
+            internal var appliedAt: Foundation.Date?
+            /// Creates a new `ActivityReport`.
+            ///
+            /// - Parameters:
+            ///   - state:
+            ///   - appliedAt: When the app applied the content it shows now.
+            internal init(
+                state: Components.Schemas.ActivityReport.StatePayload,
+                appliedAt: Foundation.Date? = nil
+            ) {
+                self.state = state
+                self.appliedAt = appliedAt
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case state
+                case appliedAt = "applied_at"
+            }
+            internal init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.state = try container.decode(
+                    Components.Schemas.ActivityReport.StatePayload.self,
+                    forKey: .state
+                )
+                self.appliedAt = try container.decodeIfPresent(
+                    Foundation.Date.self,
+                    forKey: .appliedAt
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "state",
+                    "applied_at"
+                ])
+            }
+        }
+        /// One `data:` line of `GET /v1/events`.
+        ///
+        /// - Remark: Generated from `#/components/schemas/FeedEvent`.
+        internal struct FeedEvent: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/FeedEvent/type`.
+            internal enum _TypePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case transition = "transition"
+                case push = "push"
+            }
+            /// - Remark: Generated from `#/components/schemas/FeedEvent/type`.
+            internal var _type: Components.Schemas.FeedEvent._TypePayload
+            /// - Remark: Generated from `#/components/schemas/FeedEvent/order_id`.
+            internal var orderId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/FeedEvent/workflow`.
+            internal var workflow: Swift.String
+            /// - Remark: Generated from `#/components/schemas/FeedEvent/seq`.
+            internal var seq: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/FeedEvent/from`.
+            internal var from: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/FeedEvent/to`.
+            internal var to: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/FeedEvent/event`.
+            internal var event: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/FeedEvent/actor`.
+            internal var actor: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/FeedEvent/at`.
+            internal var at: Foundation.Date
+            /// - Remark: Generated from `#/components/schemas/FeedEvent/delivery_id`.
+            internal var deliveryId: Swift.Int64?
+            /// - Remark: Generated from `#/components/schemas/FeedEvent/device`.
+            internal var device: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/FeedEvent/outcome`.
+            internal enum OutcomePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case sent = "sent"
+                case retry = "retry"
+                case dead = "dead"
+                case tokenDead = "token_dead"
+                case rejected = "rejected"
+            }
+            /// - Remark: Generated from `#/components/schemas/FeedEvent/outcome`.
+            internal var outcome: Components.Schemas.FeedEvent.OutcomePayload?
+            /// - Remark: Generated from `#/components/schemas/FeedEvent/status`.
+            internal var status: Swift.Int?
+            /// - Remark: Generated from `#/components/schemas/FeedEvent/reason`.
+            internal var reason: Swift.String?
+            /// Creates a new `FeedEvent`.
+            ///
+            /// - Parameters:
+            ///   - _type:
+            ///   - orderId:
+            ///   - workflow:
+            ///   - seq:
+            ///   - from:
+            ///   - to:
+            ///   - event:
+            ///   - actor:
+            ///   - at:
+            ///   - deliveryId:
+            ///   - device:
+            ///   - outcome:
+            ///   - status:
+            ///   - reason:
+            internal init(
+                _type: Components.Schemas.FeedEvent._TypePayload,
+                orderId: Swift.String,
+                workflow: Swift.String,
+                seq: Swift.Int,
+                from: Swift.String? = nil,
+                to: Swift.String? = nil,
+                event: Swift.String? = nil,
+                actor: Swift.String? = nil,
+                at: Foundation.Date,
+                deliveryId: Swift.Int64? = nil,
+                device: Swift.String? = nil,
+                outcome: Components.Schemas.FeedEvent.OutcomePayload? = nil,
+                status: Swift.Int? = nil,
+                reason: Swift.String? = nil
+            ) {
+                self._type = _type
+                self.orderId = orderId
+                self.workflow = workflow
+                self.seq = seq
+                self.from = from
+                self.to = to
+                self.event = event
+                self.actor = actor
+                self.at = at
+                self.deliveryId = deliveryId
+                self.device = device
+                self.outcome = outcome
+                self.status = status
+                self.reason = reason
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case _type = "type"
+                case orderId = "order_id"
+                case workflow
+                case seq
+                case from
+                case to
+                case event
+                case actor
+                case at
+                case deliveryId = "delivery_id"
+                case device
+                case outcome
+                case status
+                case reason
             }
         }
         /// - Remark: Generated from `#/components/schemas/OrderDetails`.
@@ -734,6 +978,8 @@ extension Components {
                 case sent = "sent"
                 case retry = "retry"
                 case dead = "dead"
+                case tokenDead = "token_dead"
+                case rejected = "rejected"
             }
             /// - Remark: Generated from `#/components/schemas/Delivery/outcome`.
             internal var outcome: Components.Schemas.Delivery.OutcomePayload

@@ -925,12 +925,12 @@ internal enum Operations {
                 /// - Remark: Generated from `#/paths/v1/orders/POST/responses/201/content`.
                 internal enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/orders/POST/responses/201/content/application\/json`.
-                    case json(Components.Schemas.Order)
+                    case json(Components.Schemas.CreatedOrder)
                     /// The associated value of the enum case if `self` is `.json`.
                     ///
                     /// - Throws: An error if `self` is not `.json`.
                     /// - SeeAlso: `.json`.
-                    internal var json: Components.Schemas.Order {
+                    internal var json: Components.Schemas.CreatedOrder {
                         get throws {
                             switch self {
                             case let .json(body):
@@ -949,7 +949,7 @@ internal enum Operations {
                     self.body = body
                 }
             }
-            /// The order.
+            /// The order, and the client secret its app uses.
             ///
             /// - Remark: Generated from `#/paths//v1/orders/post(createOrder)/responses/201`.
             ///
@@ -2146,6 +2146,181 @@ internal enum Operations {
             }
         }
     }
+    /// What the device's Live Activity is (ActivityKit's `activityState`) and when it applied content.
+    ///
+    /// The app calls this from `activityStateUpdates` and `contentUpdates`. A dismissed or
+    /// ended activity is sent nothing more, and the order is never push-started again on that
+    /// device. `applied_at` (the app's clock, when `contentUpdates` gave it the content) lets
+    /// OrderFlow count pushes that APNs accepted but the phone never applied.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/orders/{id}/activities/{device}/state`.
+    /// - Remark: Generated from `#/paths//v1/orders/{id}/activities/{device}/state/put(reportActivityState)`.
+    internal enum ReportActivityState {
+        internal static let id: Swift.String = "reportActivityState"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/orders/{id}/activities/{device}/state/PUT/path`.
+            internal struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/orders/{id}/activities/{device}/state/PUT/path/id`.
+                internal var id: Components.Parameters.OrderID
+                /// - Remark: Generated from `#/paths/v1/orders/{id}/activities/{device}/state/PUT/path/device`.
+                internal var device: Components.Parameters.DeviceID
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - id:
+                ///   - device:
+                internal init(
+                    id: Components.Parameters.OrderID,
+                    device: Components.Parameters.DeviceID
+                ) {
+                    self.id = id
+                    self.device = device
+                }
+            }
+            internal var path: Operations.ReportActivityState.Input.Path
+            /// - Remark: Generated from `#/paths/v1/orders/{id}/activities/{device}/state/PUT/header`.
+            internal struct Headers: Sendable, Hashable {
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ReportActivityState.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                internal init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ReportActivityState.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.ReportActivityState.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/orders/{id}/activities/{device}/state/PUT/requestBody`.
+            internal enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/orders/{id}/activities/{device}/state/PUT/requestBody/content/application\/json`.
+                case json(Components.Schemas.ActivityReport)
+            }
+            internal var body: Operations.ReportActivityState.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            internal init(
+                path: Operations.ReportActivityState.Input.Path,
+                headers: Operations.ReportActivityState.Input.Headers = .init(),
+                body: Operations.ReportActivityState.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/orders/{id}/activities/{device}/state/PUT/responses/200/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/orders/{id}/activities/{device}/state/PUT/responses/200/content/application\/json`.
+                    case json(Components.Schemas.Activity)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas.Activity {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.ReportActivityState.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.ReportActivityState.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// Recorded; the activity as OrderFlow now sees it.
+            ///
+            /// - Remark: Generated from `#/paths//v1/orders/{id}/activities/{device}/state/put(reportActivityState)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ReportActivityState.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            internal var ok: Operations.ReportActivityState.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// What went wrong, and what to do (RFC 9457).
+            ///
+            /// - Remark: Generated from `#/paths//v1/orders/{id}/activities/{device}/state/put(reportActivityState)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            internal var `default`: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
     /// The device's push-to-start token for an `ActivityAttributes` type.
     ///
     /// - Remark: HTTP `PUT /v1/devices/{device}/push-to-start-tokens/{attributesType}`.
@@ -2787,6 +2962,177 @@ internal enum Operations {
             }
             internal static var allCases: [Self] {
                 [
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// The merchant's transitions and push outcomes as they commit (Server-Sent Events).
+    ///
+    /// A `text/event-stream` that stays open: one event per transition (`event: transition`)
+    /// and per push attempt (`event: push`), each `data:` a JSON object (see `FeedEvent`), in
+    /// the order their transactions committed, from anywhere (API, CLI, timers, workers).
+    /// Each event's `id:` is a cursor; reconnect with `Last-Event-ID` (browsers do it by
+    /// themselves) or `?after=` to resume without a gap or a repeat. Without either, the
+    /// stream starts at the moment of the request; `?after=0.-1` replays everything. A comment
+    /// line every 15 s keeps proxies from closing an idle stream.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/events`.
+    /// - Remark: Generated from `#/paths//v1/events/get(streamEvents)`.
+    internal enum StreamEvents {
+        internal static let id: Swift.String = "streamEvents"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/events/GET/query`.
+            internal struct Query: Sendable, Hashable {
+                /// A cursor (an event's id); `Last-Event-ID` wins when both are given.
+                ///
+                /// - Remark: Generated from `#/paths/v1/events/GET/query/after`.
+                internal var after: Swift.String?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - after: A cursor (an event's id); `Last-Event-ID` wins when both are given.
+                internal init(after: Swift.String? = nil) {
+                    self.after = after
+                }
+            }
+            internal var query: Operations.StreamEvents.Input.Query
+            /// - Remark: Generated from `#/paths/v1/events/GET/header`.
+            internal struct Headers: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/events/GET/header/Last-Event-ID`.
+                internal var lastEventID: Swift.String?
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.StreamEvents.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - lastEventID:
+                ///   - accept:
+                internal init(
+                    lastEventID: Swift.String? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.StreamEvents.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.lastEventID = lastEventID
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.StreamEvents.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - query:
+            ///   - headers:
+            internal init(
+                query: Operations.StreamEvents.Input.Query = .init(),
+                headers: Operations.StreamEvents.Input.Headers = .init()
+            ) {
+                self.query = query
+                self.headers = headers
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/events/GET/responses/200/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/events/GET/responses/200/content/text\/event-stream`.
+                    case textEventStream(OpenAPIRuntime.HTTPBody)
+                    /// The associated value of the enum case if `self` is `.textEventStream`.
+                    ///
+                    /// - Throws: An error if `self` is not `.textEventStream`.
+                    /// - SeeAlso: `.textEventStream`.
+                    internal var textEventStream: OpenAPIRuntime.HTTPBody {
+                        get throws {
+                            switch self {
+                            case let .textEventStream(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.StreamEvents.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.StreamEvents.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The stream.
+            ///
+            /// - Remark: Generated from `#/paths//v1/events/get(streamEvents)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.StreamEvents.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            internal var ok: Operations.StreamEvents.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// What went wrong, and what to do (RFC 9457).
+            ///
+            /// - Remark: Generated from `#/paths//v1/events/get(streamEvents)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            internal var `default`: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case textEventStream
+            case applicationProblemJson
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "text/event-stream":
+                    self = .textEventStream
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .textEventStream:
+                    return "text/event-stream"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .textEventStream,
                     .applicationProblemJson
                 ]
             }

@@ -72,6 +72,17 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `PUT /v1/orders/{id}/activities/{device}/token`.
     /// - Remark: Generated from `#/paths//v1/orders/{id}/activities/{device}/token/put(registerActivityToken)`.
     func registerActivityToken(_ input: Operations.RegisterActivityToken.Input) async throws -> Operations.RegisterActivityToken.Output
+    /// What the device's Live Activity is (ActivityKit's `activityState`) and when it applied content.
+    ///
+    /// The app calls this from `activityStateUpdates` and `contentUpdates`. A dismissed or
+    /// ended activity is sent nothing more, and the order is never push-started again on that
+    /// device. `applied_at` (the app's clock, when `contentUpdates` gave it the content) lets
+    /// OrderFlow count pushes that APNs accepted but the phone never applied.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/orders/{id}/activities/{device}/state`.
+    /// - Remark: Generated from `#/paths//v1/orders/{id}/activities/{device}/state/put(reportActivityState)`.
+    func reportActivityState(_ input: Operations.ReportActivityState.Input) async throws -> Operations.ReportActivityState.Output
     /// The device's push-to-start token for an `ActivityAttributes` type.
     ///
     /// - Remark: HTTP `PUT /v1/devices/{device}/push-to-start-tokens/{attributesType}`.
@@ -92,6 +103,20 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/deliveries/{deliveryID}/retry`.
     /// - Remark: Generated from `#/paths//v1/deliveries/{deliveryID}/retry/post(retryDelivery)`.
     func retryDelivery(_ input: Operations.RetryDelivery.Input) async throws -> Operations.RetryDelivery.Output
+    /// The merchant's transitions and push outcomes as they commit (Server-Sent Events).
+    ///
+    /// A `text/event-stream` that stays open: one event per transition (`event: transition`)
+    /// and per push attempt (`event: push`), each `data:` a JSON object (see `FeedEvent`), in
+    /// the order their transactions committed, from anywhere (API, CLI, timers, workers).
+    /// Each event's `id:` is a cursor; reconnect with `Last-Event-ID` (browsers do it by
+    /// themselves) or `?after=` to resume without a gap or a repeat. Without either, the
+    /// stream starts at the moment of the request; `?after=0.-1` replays everything. A comment
+    /// line every 15 s keeps proxies from closing an idle stream.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/events`.
+    /// - Remark: Generated from `#/paths//v1/events/get(streamEvents)`.
+    func streamEvents(_ input: Operations.StreamEvents.Input) async throws -> Operations.StreamEvents.Output
     /// Whether the database answers and the worker runs.
     ///
     /// - Remark: HTTP `GET /healthz`.
@@ -276,6 +301,27 @@ extension APIProtocol {
             body: body
         ))
     }
+    /// What the device's Live Activity is (ActivityKit's `activityState`) and when it applied content.
+    ///
+    /// The app calls this from `activityStateUpdates` and `contentUpdates`. A dismissed or
+    /// ended activity is sent nothing more, and the order is never push-started again on that
+    /// device. `applied_at` (the app's clock, when `contentUpdates` gave it the content) lets
+    /// OrderFlow count pushes that APNs accepted but the phone never applied.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/orders/{id}/activities/{device}/state`.
+    /// - Remark: Generated from `#/paths//v1/orders/{id}/activities/{device}/state/put(reportActivityState)`.
+    internal func reportActivityState(
+        path: Operations.ReportActivityState.Input.Path,
+        headers: Operations.ReportActivityState.Input.Headers = .init(),
+        body: Operations.ReportActivityState.Input.Body
+    ) async throws -> Operations.ReportActivityState.Output {
+        try await reportActivityState(Operations.ReportActivityState.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
     /// The device's push-to-start token for an `ActivityAttributes` type.
     ///
     /// - Remark: HTTP `PUT /v1/devices/{device}/push-to-start-tokens/{attributesType}`.
@@ -329,6 +375,28 @@ extension APIProtocol {
     ) async throws -> Operations.RetryDelivery.Output {
         try await retryDelivery(Operations.RetryDelivery.Input(
             path: path,
+            headers: headers
+        ))
+    }
+    /// The merchant's transitions and push outcomes as they commit (Server-Sent Events).
+    ///
+    /// A `text/event-stream` that stays open: one event per transition (`event: transition`)
+    /// and per push attempt (`event: push`), each `data:` a JSON object (see `FeedEvent`), in
+    /// the order their transactions committed, from anywhere (API, CLI, timers, workers).
+    /// Each event's `id:` is a cursor; reconnect with `Last-Event-ID` (browsers do it by
+    /// themselves) or `?after=` to resume without a gap or a repeat. Without either, the
+    /// stream starts at the moment of the request; `?after=0.-1` replays everything. A comment
+    /// line every 15 s keeps proxies from closing an idle stream.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/events`.
+    /// - Remark: Generated from `#/paths//v1/events/get(streamEvents)`.
+    internal func streamEvents(
+        query: Operations.StreamEvents.Input.Query = .init(),
+        headers: Operations.StreamEvents.Input.Headers = .init()
+    ) async throws -> Operations.StreamEvents.Output {
+        try await streamEvents(Operations.StreamEvents.Input(
+            query: query,
             headers: headers
         ))
     }

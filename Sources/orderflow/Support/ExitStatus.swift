@@ -3,6 +3,7 @@ import ConsoleOutput
 import Foundation
 import LocalPostgres
 import OrderFlow
+import OrderFlowHTTP
 import WorkflowKit
 
 /// The process's exit codes (from BSD's sysexits), documented in `orderflow --help`.
@@ -102,6 +103,8 @@ public enum FailureReport {
             }
         case let error as LocalPostgres.Error:
             return (.databaseUnavailable, error.description)
+        case let error as OrderFlowHTTPListenError:
+            return (.usage, error.description)
         case let error as MetricsEndpointError:
             return (.usage, "\(error.message) (--metrics-port)")
         case let error as CocoaError where error.code == .fileReadNoSuchFile || error.code == .fileNoSuchFile:

@@ -1,0 +1,70 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import OrderFlow
+import OrderFlowTesting
+import Testing
+@testable import OrderFlowHTTP
+
+extension HTTPAPITests {
+    @Test("the app's door: a client secret reads its order and reports its tokens and activity, nothing else")
+    func appDoor() async throws {
+        let harness = try await Harness.make()
+        defer { Task { await harness.fixture.shutdown() } }
+        try await harness.application.test(.router) { client in
+            func create(_ id: String) async throws -> String {
+                let body = #"{"id": "\#(id)", "workflow": "food-order", "attributes": {"merchantName": "Luigi's", "orderNumber": "\#(id)", "itemCount": 1}}"#
+                let created = try await call(client, .post, "/v1/orders", headers: harness.headers(), body: body)
+                #expect(created.status == .created, "\(created.body)")
+                return try #require(created.json["client_secret"] as? String)
+            }
+            let secret = try await create("A1")
+            let otherSecret = try await create("A2")
+            let app = harness.headers(key: secret)
+
+            let read = try await call(client, .get, "/v1/orders/A1", headers: app)
+            #expect(read.status == .ok, "\(read.body)")
+            let token = EngineFixture.token(5)
+            let registered = try await call(client, .put, "/v1/orders/A1/activities/phone/token", headers: app, body: #"{"token": "\#(token)"}"#)
+            #expect(registered.status == .ok && registered.json["token_suffix"] as? String == String(token.suffix(8)), "\(registered.body)")
+            let pushToStart = try await call(client, .put, "/v1/devices/phone/push-to-start-tokens/FoodOrderAttributes", headers: app,
+                                             body: #"{"token": "\#(EngineFixture.token(6))"}"#)
+            #expect(pushToStart.status == .ok, "\(pushToStart.body)")
+            let report = try await call(client, .put, "/v1/orders/A1/activities/phone/state", headers: app,
+                                        body: #"{"state": "dismissed", "applied_at": "2026-11-25T10:00:00Z"}"#)
+            #expect(report.status == .ok && report.json["app_state"] as? String == "dismissed" && report.json["status"] as? String == "ended",
+                    "\(report.body)")
+            let shown = try await call(client, .get, "/v1/orders/A1", headers: harness.headers())
+            #expect(((shown.json["activities"] as? [[String: Any]])?.first?["app_state"]) as? String == "dismissed", "\(shown.body)")
+
+            // Everything else, and any other order, is refused: 403, with nothing changed.
+            for (method, uri, body) in [
+                (HTTPRequest.Method.get, "/v1/orders/A2", nil as String?),
+                (.put, "/v1/orders/A2/activities/phone/token", #"{"token": "\#(token)"}"#),
+                (.put, "/v1/orders/A2/activities/phone/state", #"{"state": "dismissed"}"#),
+                (.post, "/v1/orders/A1/advance", #"{"to": "in_progress"}"#),
+                (.post, "/v1/orders/A1/cancel", nil),
+                (.get, "/v1/orders", nil),
+                (.get, "/v1/orders/A1/history", nil),
+                (.get, "/v1/deliveries", nil),
+                (.get, "/v1/events", nil),
+                (.get, "/v1/workflows", nil),
+            ] {
+                let refused = try await call(client, method, uri, headers: app, body: body)
+                expectProblem(refused, .forbidden, code: "forbidden")
+                #expect(!refused.body.contains(secret), "a presented secret is never echoed")
+            }
+            let untouched = try await harness.fixture.engine.order("A2")
+            #expect(untouched.activities.isEmpty && untouched.order.state == "received")
+            #expect(try await harness.fixture.engine.order("A1").order.state == "received")
+
+            let altered = try await call(client, .get, "/v1/orders/A1", headers: harness.headers(key: String(secret.dropLast(2)) + "AA"))
+            expectProblem(altered, .unauthorized, code: "unauthorized", containing: "client secret is not valid")
+            #expect(try await call(client, .get, "/v1/orders/A2", headers: harness.headers(key: otherSecret)).status == .ok)
+
+            let badCursor = try await call(client, .get, "/v1/events", headers: harness.headers([HTTPField.Name("Last-Event-ID")!: "yesterday"]))
+            expectProblem(badCursor, .badRequest, code: "invalidInput", containing: "not an event id")
+        }
+    }
+}

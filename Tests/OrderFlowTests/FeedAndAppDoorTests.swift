@@ -1,0 +1,136 @@
+import Foundation
+import OrderFlow
+import OrderFlowTesting
+import PGKit
+import Testing
+
+/// The merchant's event feed (what `GET /v1/events` streams), the customer's app's credential
+/// (order-scoped client secrets) and what the app reports of its activity.
+@Suite("Feed, client secrets and app reports")
+struct FeedAndAppDoorTests {
+    @Test("the feed gives transitions and pushes in commit order, and resumes after any event without a gap or a repeat")
+    func feedResumes() async throws {
+        let fixture = try await EngineFixture.make()
+        let engine = fixture.engine
+        let start = try await engine.feedCursorNow()
+        try await fixture.createFoodOrder("F1")
+        _ = try await engine.advance("F1", to: "in_progress")
+        try await fixture.createFoodOrder("F2")
+        _ = try await engine.cancel("F2", reason: nil)
+
+        var all: [FeedEvent] = []
+        try await eventually("the four transitions are in the feed") {
+            all = try await engine.feedEvents(after: start).events
+            return all.count == 4
+        }
+        #expect(all.map { "\($0.orderID)#\($0.seq) \($0.to ?? "-")" } == ["F1#1 received", "F1#2 in_progress", "F2#1 received", "F2#2 cancelled"])
+        #expect(all.allSatisfy { $0.kind == .transition && $0.workflow == "food-order" })
+        #expect(zip(all, all.dropFirst()).allSatisfy { $0.cursor < $1.cursor }, "cursors increase")
+        for (index, event) in all.enumerated() {
+            let cursor = try #require(FeedCursor(event.cursor.description), "the id round-trips as text")
+            let rest = try await engine.feedEvents(after: cursor).events
+            #expect(rest.map(\.cursor) == all.dropFirst(index + 1).map(\.cursor), "resuming after event \(index)")
+        }
+        let paged = try await engine.feedEvents(after: start, limit: 3)
+        #expect(paged.events.count == 3 && paged.cursor == all[2].cursor)
+        #expect(try await engine.feedEvents(after: paged.cursor).events.map(\.cursor) == [all[3].cursor])
+        // Another merchant's orders never show.
+        let other = try engine.forMerchant("someone-else")
+        _ = try await other.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
+        _ = try await other.createOrder(NewOrder(orderID: "X1", workflow: "food-order",
+            attributes: ["merchantName": "Other", "orderNumber": "X1", "itemCount": 1]))
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(try await engine.feedEvents(after: all[3].cursor).events.isEmpty)
+        #expect(try await other.feedEvents(after: start).events.map(\.orderID) == ["X1"])
+        #expect(FeedCursor("12") == nil && FeedCursor("a.b") == nil && FeedCursor("1.-2") == nil && FeedCursor("0.-1") == .beginning)
+        await fixture.shutdown()
+    }
+
+    @Test("a transaction that commits after a younger one is never skipped by a reader that saw the younger one")
+    func lateCommitIsNotSkipped() async throws {
+        let fixture = try await EngineFixture.make()
+        let engine = fixture.engine
+        try await fixture.createFoodOrder("OLD")
+        let start = try await engine.feedCursorNow()
+        try await engine.pool.withConnection { connection in
+            // An older transaction takes its id, then a younger one (the creation of NEW) commits.
+            try await connection.query(PostgresQuery("BEGIN"))
+            try await connection.query(PostgresQuery("SELECT pg_current_xact_id()"))
+            try await fixture.createFoodOrder("NEW")
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await engine.feedEvents(after: start).events.isEmpty,
+                    "nothing past a transaction still running is given out")
+            try await connection.query(PostgresQuery("""
+                INSERT INTO order_transitions (merchant_id, order_id, seq, from_state, to_state, rendered, actor, occurred_at)
+                VALUES ('default', 'OLD', 2, 'received', 'in_progress', '{}', 'older transaction', now())
+                """))
+            try await connection.query(PostgresQuery("COMMIT"))
+        }
+        var events: [FeedEvent] = []
+        try await eventually("both transactions' events are in the feed") {
+            events = try await engine.feedEvents(after: start).events
+            return events.count == 2
+        }
+        #expect(events.map(\.orderID) == ["OLD", "NEW"], "in the order of the transactions, the late one first")
+        await fixture.shutdown()
+    }
+
+    @Test("a client secret grants its order only; altered, it grants nothing")
+    func clientSecrets() async throws {
+        let fixture = try await EngineFixture.make()
+        let engine = fixture.engine
+        let secret = try await engine.clientSecret(forOrder: "1042")
+        #expect(secret.hasPrefix("of_cs_"))
+        #expect(try await engine.clientSecret(forOrder: "1042") == secret, "the same order always gets the same secret")
+        #expect(try await engine.clientSecret(forOrder: "1043") != secret)
+        #expect(try await engine.resolveClientSecret(secret) == ClientSecretGrant(merchantID: "default", orderID: "1042"))
+        let other = try engine.forMerchant("another")
+        let theirs = try await other.clientSecret(forOrder: "1042")
+        #expect(theirs != secret)
+        #expect(try await engine.resolveClientSecret(theirs) == ClientSecretGrant(merchantID: "another", orderID: "1042"))
+        // Someone who swaps the order id (or the merchant) inside a secret gets nothing.
+        let parts = secret.dropFirst(6).split(separator: ".")
+        let swapped = "of_cs_\(parts[0]).\(Data("1043".utf8).base64EncodedString()).\(parts[2])"
+        for forged in [swapped, secret + "A", String(secret.dropLast()), "of_cs_", "of_cs_...", "of_live_x"] {
+            #expect(try await engine.resolveClientSecret(forged) == nil, "\(forged)")
+        }
+        // A second engine on the same database (another replica) accepts it: the key is stored.
+        let replica = OrderFlowEngine(configuration: OrderFlowConfiguration(database: fixture.database))
+        #expect(try await replica.resolveClientSecret(secret)?.orderID == "1042")
+        await replica.shutdown()
+        await fixture.shutdown()
+    }
+
+    @Test("an activity the customer dismissed is sent nothing more; applied content is recorded")
+    func dismissedActivityIsLeftAlone() async throws {
+        let h = try await WorkerHarness.make()
+        let token = EngineFixture.token(71)
+        _ = try await h.createFoodOrder("D1")
+        try await h.engine.registerActivityToken(orderID: "D1", deviceID: "phone", token: token)
+        let worker = h.start(h.configuration())
+        try await eventually("the current state is sent") { !h.pushes(token).isEmpty }
+        try await Task.sleep(for: .milliseconds(200))
+
+        let applied = try await h.engine.reportActivityState(orderID: "D1", deviceID: "phone", state: .active, appliedAt: Date())
+        #expect(applied.appState == "active" && applied.appAppliedSeq == 1 && applied.status == "active", "\(applied)")
+
+        let dismissed = try await h.engine.reportActivityState(orderID: "D1", deviceID: "phone", state: .dismissed)
+        #expect(dismissed.appState == "dismissed" && dismissed.status == "ended", "\(dismissed)")
+        let sent = h.pushes(token).count
+        _ = try await h.engine.advance("D1", to: "in_progress")
+        _ = try await h.engine.advance("D1", to: "ready")
+        try await eventually("the worker handled the transitions") { try await h.pendingCommands("D1") == 0 }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(h.pushes(token).count == sent, "nothing is pushed to a dismissed activity")
+        // A token the app reports again (a rotation racing the dismissal) does not revive it.
+        try await h.engine.registerActivityToken(orderID: "D1", deviceID: "phone", token: EngineFixture.token(72))
+        let details = try await h.engine.order("D1")
+        #expect(details.activities.first?.status == "ended" && details.activities.first?.appState == "dismissed")
+
+        await #expect(throws: OrderFlowError.self) {
+            try await h.engine.reportActivityState(orderID: "D1", deviceID: "nobody", state: .active)
+        }
+        try await worker.stop()
+        await h.shutdown()
+    }
+}
