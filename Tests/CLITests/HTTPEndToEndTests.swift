@@ -1,0 +1,56 @@
+import Foundation
+import LocalAPNS
+import OrderFlow
+import Testing
+
+/// `Examples/HTTP/end-to-end.sh` — a plain curl script playing the merchant's backend and the
+/// customer's app — against `orderflow serve` with its worker, and the APNs stand-in receiving
+/// the activity's start, its updates and its end.
+@Suite("HTTP end to end", .serialized)
+struct HTTPEndToEndTests {
+    @Test("a curl script creates, follows and advances an order; the stand-in receives start, updates and end")
+    func curlScript() async throws {
+        let setup = try await WorkerProcessSetup.make(prefix: "http_e2e")
+        if try await !setup.engine.merchants().contains(where: { $0.id == "default" }) {
+            _ = try await setup.engine.addMerchant("default")
+        }
+        let key = try await setup.engine.createAPIKey(merchantID: "default", name: "e2e").secret
+        var cli = setup.cli
+        cli.workingDirectory = Fixtures.repository
+        let serve = try cli.start(["serve", "--port", "0"] + setup.workerArguments.dropFirst(2))
+        let port = try #require(try await HTTPWalkthroughTests.port(of: serve), "serve never said where it listens")
+
+        let pushToStart = String(repeating: "a1", count: 32)
+        let activity = String(repeating: "b2", count: 32)
+        let events = cli.directory.appendingPathComponent("events.txt")
+        let ran = try await cli.shell("Examples/HTTP/end-to-end.sh", environment: [
+            "API": "http://127.0.0.1:\(port)", "KEY": key, "ORDER": "E2E-1", "PUSH_TO_START_TOKEN": pushToStart,
+            "ACTIVITY_TOKEN": activity, "EVENTS": events.path,
+        ])
+        #expect(ran.status == 0, "\(ran)")
+        #expect(ran.stdout.contains("advanced to delivered") && ran.stdout.contains("pushes: start:sent"), "\(ran)")
+
+        let started = setup.apns.pushes(forToken: pushToStart)
+        #expect(started.map { $0.payload["aps"]?["event"]?.stringValue } == ["start"], "one push-to-start: \(started)")
+        let updates = setup.apns.pushes(forToken: activity).map { $0.payload["aps"]?["event"]?.stringValue ?? "?" }
+        #expect(updates.count >= 2 && updates.last == "end" && updates.dropLast().allSatisfy { $0 == "update" },
+                "updates, then the end, last: \(updates)")
+        let states = setup.apns.pushes(forToken: activity).compactMap { $0.payload["aps"]?["content-state"]?["status"]?.stringValue }
+        #expect(states.last == "delivered", "\(states)")
+
+        // The feed carried every transition, in order, with ids a client can resume from.
+        let feed = try String(contentsOf: events, encoding: .utf8)
+        let transitions = feed.components(separatedBy: "\n").filter { $0.hasPrefix("data: ") && $0.contains(#""type":"transition""#) }
+        #expect(transitions.count == 5, "created and four advances:\n\(feed)")
+        #expect(transitions.last?.contains(#""to":"delivered""#) == true)
+        #expect(feed.contains("event: push") && feed.components(separatedBy: "\n").contains { $0.hasPrefix("id: ") })
+
+        let details = try await setup.engine.order("E2E-1")
+        #expect(details.activities.first?.appState == "active" && details.activities.first?.appAppliedSeq != nil, "\(details.activities)")
+        serve.interrupt()
+        let stopped = try await serve.finish()
+        #expect(stopped.status == 0, "\(stopped)")
+        #expect(!stopped.stderr.contains(key) && !ran.stdout.contains(key), "the key never appears whole")
+        try await setup.shutdown()
+    }
+}
