@@ -42,7 +42,7 @@ echo "the activity was push-started ($status)"
 # The activity's own update token arrives (pushTokenUpdates), and the app shows the content.
 app -X PUT "$API/v1/orders/$ORDER/activities/$DEVICE/token" -d '{"token": "'"$ACTIVITY_TOKEN"'"}' >/dev/null
 app -X PUT "$API/v1/orders/$ORDER/activities/$DEVICE/state" \
-  -d '{"state": "active", "applied_at": "'"$(date -u +%Y-%m-%dT%H:%M:%SZ)"'"}' >/dev/null
+  -d '{"state": "active", "applied_at": "'"$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)"'"}' >/dev/null
 
 # The backend moves the order along; each step is one push to the activity (≤ 1 per second).
 for step in '{"event": "accept", "input": {"eta": "+20m"}}' '{"to": "ready"}' \

@@ -66,7 +66,9 @@ public struct FeedPage: Sendable, Hashable {
 }
 
 extension OrderFlowEngine {
-    /// The cursor of "now": a feed read from it shows only what commits from here on.
+    /// The cursor of "now": a feed read from it shows what commits from here on — and may
+    /// begin with a few events that committed moments before, while an older transaction was
+    /// still running (never one a reader of an earlier cursor would miss).
     public func feedCursorNow() async throws -> FeedCursor {
         try await translatingErrors {
             FeedCursor(transaction: try await feedStore.horizon(), index: -1)

@@ -110,8 +110,11 @@ final class EventStreams: Sendable {
     private static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        // As every other time of the API (the generated server's ISO-8601 transcoder).
-        encoder.dateEncodingStrategy = .iso8601
+        // As every other time of the API.
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(try ISO8601Transcoder().encode(date))
+        }
         return encoder
     }()
 

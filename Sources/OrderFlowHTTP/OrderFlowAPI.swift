@@ -10,6 +10,8 @@ struct OrderFlowAPI: APIProtocol {
     let engine: OrderFlowEngine
     /// Whether this process runs a worker (`/healthz` says so).
     let runsWorker: Bool
+    /// The worker's state, when this process runs one.
+    let workerStatus: (@Sendable () -> String)?
     /// The open event streams, ended when the server stops.
     let events: EventStreams
 
@@ -218,9 +220,18 @@ struct OrderFlowAPI: APIProtocol {
     // MARK: Health
 
     func health(_ input: Operations.Health.Input) async throws -> Operations.Health.Output {
-        let worker = runsWorker ? "running" : "not in this process (--no-worker)"
+        let worker = runsWorker ? (workerStatus?() ?? "running") : "not in this process (--no-worker)"
         do {
-            _ = try await engine.schemaStatus()
+            let schema = try await engine.schemaStatus()
+            guard schema.isCurrent else {
+                return .serviceUnavailable(.init(body: .json(.init(
+                    status: .unhealthy,
+                    database: "reachable, but its schema is version \(schema.applied) and this OrderFlow needs \(schema.bundled); run `orderflow migrate`",
+                    worker: worker))))
+            }
+            guard !runsWorker || worker == "running" else {
+                return .serviceUnavailable(.init(body: .json(.init(status: .unhealthy, database: "reachable", worker: worker))))
+            }
             return .ok(.init(body: .json(.init(status: .ok, database: "reachable", worker: worker))))
         } catch {
             let problem = ProblemResponse.problem(for: error, requestID: RequestScope.current?.requestID)

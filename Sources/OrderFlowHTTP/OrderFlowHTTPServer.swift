@@ -6,6 +6,7 @@ import NIOCore
 import OpenAPIHummingbird
 import OpenAPIRuntime
 import OrderFlow
+import Prometheus
 import ServiceLifecycle
 import Synchronization
 
@@ -17,11 +18,19 @@ public struct OrderFlowHTTPConfiguration: Sendable {
     public var port: Int = 8080
     /// Whether this process also runs the worker (for `/healthz`).
     public var runsWorker: Bool = true
+    /// The worker's state for `/healthz` (`running` is healthy), when this process runs one.
+    public var workerStatus: (@Sendable () -> String)?
+    /// The registry `GET /metrics` shows (the process's metrics, the worker's included, when
+    /// it is the one `MetricsSystem` was bootstrapped with); nil serves no `/metrics`.
+    public var metrics: PrometheusCollectorRegistry?
 
-    public init(host: String = "127.0.0.1", port: Int = 8080, runsWorker: Bool = true) {
+    public init(host: String = "127.0.0.1", port: Int = 8080, runsWorker: Bool = true,
+                workerStatus: (@Sendable () -> String)? = nil, metrics: PrometheusCollectorRegistry? = nil) {
         self.host = host
         self.port = port
         self.runsWorker = runsWorker
+        self.workerStatus = workerStatus
+        self.metrics = metrics
     }
 }
 
@@ -54,7 +63,9 @@ public final class OrderFlowHTTPServer: Service, Sendable {
 
     public func run() async throws {
         let application = Application(
-            router: try Self.router(engine: engine, runsWorker: configuration.runsWorker, events: events, logger: logger),
+            router: try Self.router(engine: engine, runsWorker: configuration.runsWorker, workerStatus: configuration.workerStatus,
+                                    events: events,
+                                    metrics: configuration.metrics, logger: logger),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "OrderFlow"),
             onServerRunning: { [self] channel in
                 let bound = channel.localAddress?.port
@@ -80,18 +91,30 @@ public final class OrderFlowHTTPServer: Service, Sendable {
     }
 
     /// The routes, for this server and for tests in process.
-    static func router(engine: OrderFlowEngine, runsWorker: Bool, events: EventStreams = EventStreams(),
-                       logger: Logger) throws -> Router<BasicRequestContext> {
+    static func router(engine: OrderFlowEngine, runsWorker: Bool, workerStatus: (@Sendable () -> String)? = nil,
+                       events: EventStreams = EventStreams(),
+                       metrics: PrometheusCollectorRegistry? = nil, logger: Logger) throws -> Router<BasicRequestContext> {
         let router = Router()
+        // Outermost: every request is counted and timed (by route, method and status), and
+        // logged once with its request id, whatever answers it.
+        router.add(middleware: MetricsMiddleware())
+        router.add(middleware: MerchantAuthentication(
+            engine: engine, publicPaths: metrics == nil ? ["/healthz", "/openapi.yaml"] : ["/healthz", "/openapi.yaml", "/metrics"],
+            logger: logger))
         router.add(middleware: RequestBodyLimit())
         router.add(middleware: RequestErrors())
-        router.add(middleware: MerchantAuthentication(engine: engine, publicPaths: ["/healthz", "/openapi.yaml"]))
         router.get("/openapi.yaml") { _, _ in
             Response(status: .ok, headers: [.contentType: "application/yaml"],
                      body: .init(byteBuffer: ByteBuffer(bytes: Contract.document)))
         }
-        let api = OrderFlowAPI(engine: engine, runsWorker: runsWorker, events: events)
-        try api.registerHandlers(on: router)
+        if let metrics {
+            router.get("/metrics") { _, _ in
+                Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                         body: .init(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
+            }
+        }
+        let api = OrderFlowAPI(engine: engine, runsWorker: runsWorker, workerStatus: workerStatus, events: events)
+        try api.registerHandlers(on: router, configuration: Configuration(dateTranscoder: ISO8601Transcoder()))
         return router
     }
 }

@@ -20,12 +20,36 @@ struct RequestScope: Sendable {
 
 /// Resolves `Authorization: Bearer <api key>` to its merchant for every route but the public
 /// ones (`/healthz`, `/openapi.yaml`), and answers 401 with a problem body otherwise.
+///
+/// Logs every request once, when it is answered: method, path, status, milliseconds, the
+/// merchant and the request id (never a credential).
 struct MerchantAuthentication<Context: RequestContext>: RouterMiddleware {
     let engine: OrderFlowEngine
     let publicPaths: Set<String>
+    let logger: Logger
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let requestID = request.headers[.xRequestID].flatMap(Self.acceptedRequestID) ?? Self.newRequestID()
+        let started = ContinuousClock.now
+        var merchant: String?
+        var status: HTTPResponse.Status?
+        defer {
+            let elapsed = ContinuousClock.now - started
+            let milliseconds = Double(elapsed.components.seconds) * 1_000 + Double(elapsed.components.attoseconds) / 1e15
+            logger.info("request", metadata: [
+                "request_id": "\(requestID)", "method": "\(request.method.rawValue)", "path": "\(request.uri.path)",
+                "status": "\(status.map { String($0.code) } ?? "failed")",
+                "ms": "\((milliseconds * 10).rounded() / 10)", "merchant": "\(merchant ?? "-")",
+            ])
+        }
+        let response = try await authenticate(request, context: context, requestID: requestID, next: next) { merchant = $0 }
+        status = response.status
+        return response
+    }
+
+    private func authenticate(_ request: Request, context: Context, requestID: String,
+                              next: (Request, Context) async throws -> Response,
+                              resolved: (String) -> Void) async throws -> Response {
         var response: Response
         if publicPaths.contains(request.uri.path) {
             response = try await next(request, context)
@@ -63,6 +87,7 @@ struct MerchantAuthentication<Context: RequestContext>: RouterMiddleware {
                     : "the API key is not known or was revoked; create one with `orderflow api-key create --merchant ID`"
                 return Self.unauthorized(what, challenge: "Bearer error=\"invalid_token\"", requestID: requestID)
             }
+            resolved(scope.merchantID)
             response = try await RequestScope.$current.withValue(scope) {
                 try await next(request, context)
             }

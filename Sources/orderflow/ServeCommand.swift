@@ -2,8 +2,10 @@ import ArgumentParser
 import ConsoleOutput
 import Foundation
 import Logging
+import Metrics
 import OrderFlow
 import OrderFlowHTTP
+import Prometheus
 import ServiceLifecycle
 
 /// `orderflow serve`
@@ -40,7 +42,11 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         let context = CommandContext.current()
         let logger = context.logger("orderflow.serve", defaultLevel: .info)
-        let configuration = OrderFlowHTTPConfiguration(host: host, port: port, runsWorker: !noWorker)
+        // One registry for the process: the API's request metrics, the engine's and the
+        // worker's, all on the API's own `GET /metrics`.
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        var configuration = OrderFlowHTTPConfiguration(host: host, port: port, runsWorker: !noWorker, metrics: registry)
         if noWorker {
             let (database, source) = try await context.databaseConfiguration()
             let engine = OrderFlowConfiguration(database: database, maximumConnections: worker.connections)
@@ -50,6 +56,7 @@ struct ServeCommand: AsyncParsableCommand {
             }
         } else {
             let host = try await worker.makeHost(context: context, logger: logger)
+            configuration.workerStatus = { host.status }
             let server = OrderFlowHTTPServer(engine: host.engine, configuration: configuration, logger: logger)
             // Stopped in reverse order: the API drains its requests first, then the worker stops.
             try await Self.serve([host, server], server: server, logger: logger)

@@ -45,12 +45,24 @@ struct HTTPEndToEndTests {
         #expect(transitions.last?.contains(#""to":"delivered""#) == true)
         #expect(feed.contains("event: push") && feed.components(separatedBy: "\n").contains { $0.hasPrefix("id: ") })
 
+        // The operator's view on the API's own port: health with the worker, and the metrics.
+        let health = try await cli.shell("curl -s http://127.0.0.1:\(port)/healthz")
+        #expect(health.stdout.contains(#""worker" : "running""#) && health.stdout.contains(#""status" : "ok""#), "\(health)")
+        let metrics = try await cli.shell("curl -s http://127.0.0.1:\(port)/metrics")
+        for name in ["hb_requests", "orderflow_app_reports_total", "orderflow_pushes_applied_total", "orderflow_commit_to_applied_seconds"] {
+            #expect(metrics.stdout.contains(name), "\(name) in /metrics:\n\(metrics.stdout.split(separator: "\n").filter { $0.hasPrefix("# TYPE") }.joined(separator: "\n"))")
+        }
+
         let details = try await setup.engine.order("E2E-1")
         #expect(details.activities.first?.appState == "active" && details.activities.first?.appAppliedSeq != nil, "\(details.activities)")
         serve.interrupt()
         let stopped = try await serve.finish()
         #expect(stopped.status == 0, "\(stopped)")
         #expect(!stopped.stderr.contains(key) && !ran.stdout.contains(key), "the key never appears whole")
+        // Each request is logged once with its request id (never with a credential).
+        let advances = stopped.stderr.split(separator: "\n").filter { $0.contains("/v1/orders/E2E-1/advance") }
+        #expect(advances.count == 4 && advances.allSatisfy { $0.contains("request_id") && $0.contains("200") },
+                "one log line per advance:\n\(stopped.stderr.suffix(3000))")
         try await setup.shutdown()
     }
 }

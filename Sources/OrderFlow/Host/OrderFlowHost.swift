@@ -139,6 +139,11 @@ public final class OrderFlowHost: Service, Sendable {
     /// The metrics endpoint's port once it is bound (useful with port 0), else nil.
     public var boundMetricsPort: Int? { metricsPort.withLock { $0 } }
 
+    /// Where the host is: `starting` until ``run()`` starts its services, `running`, then
+    /// `stopped` (or `failed` when a service failed). For health checks.
+    public var status: String { runState.withLock { $0 } }
+    private let runState = Mutex("starting")
+
     /// Runs everything until graceful shutdown (or cancellation, which behaves like a crash for
     /// the worker: its leases expire instead of being given back). Closes what it opened, also
     /// when a part fails to start.
@@ -179,12 +184,15 @@ public final class OrderFlowHost: Service, Sendable {
             }
         }
         // A group inside a service follows the outer group's graceful shutdown by itself.
+        runState.withLock { $0 = "running" }
         do {
             try await ServiceGroup(configuration: .init(services: services, logger: logger)).run()
         } catch {
+            runState.withLock { $0 = "failed" }
             await apps.shutdown()
             throw error
         }
+        runState.withLock { $0 = "stopped" }
         await apps.shutdown()
     }
 
