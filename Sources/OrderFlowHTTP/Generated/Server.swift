@@ -626,21 +626,21 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                         style: .form,
                         explode: true,
                         name: "workflow",
-                        as: Swift.String.self
+                        as: Components.Schemas.Identifier.self
                     ),
                     state: try converter.getOptionalQueryItemAsURI(
                         in: request.soar_query,
                         style: .form,
                         explode: true,
                         name: "state",
-                        as: Swift.String.self
+                        as: Components.Schemas.Identifier.self
                     ),
                     cursor: try converter.getOptionalQueryItemAsURI(
                         in: request.soar_query,
                         style: .form,
                         explode: true,
                         name: "cursor",
-                        as: Swift.String.self
+                        as: Components.Schemas.Identifier.self
                     ),
                     limit: try converter.getOptionalQueryItemAsURI(
                         in: request.soar_query,
@@ -1542,7 +1542,7 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                     attributesType: try converter.getPathParameterAsURI(
                         in: metadata.pathParameters,
                         name: "attributesType",
-                        as: Swift.String.self
+                        as: Components.Schemas.Identifier.self
                     )
                 )
                 let headers: Operations.RegisterPushToStartToken.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))

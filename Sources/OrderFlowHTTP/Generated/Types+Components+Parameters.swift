@@ -10,12 +10,14 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/parameters/IdempotencyKey`.
         internal typealias IdempotencyKey = Swift.String
+        /// Ids, names and keys: 1 to 200 ASCII letters, digits and `- _ . : @ # / + = ~`.
+        ///
         /// - Remark: Generated from `#/components/parameters/OrderID`.
-        internal typealias OrderID = Swift.String
+        internal typealias OrderID = Components.Schemas.Identifier
         /// - Remark: Generated from `#/components/parameters/DeviceID`.
-        internal typealias DeviceID = Swift.String
+        internal typealias DeviceID = Components.Schemas.Identifier
         /// - Remark: Generated from `#/components/parameters/WorkflowName`.
-        internal typealias WorkflowName = Swift.String
+        internal typealias WorkflowName = Components.Schemas.Identifier
         /// - Remark: Generated from `#/components/parameters/WorkflowVersion`.
         internal typealias WorkflowVersion = Swift.Int
     }

@@ -6,6 +6,8 @@ import struct Foundation.Date
 extension Components {
     /// Types generated from the `#/components/schemas` section of the OpenAPI document.
     internal enum Schemas {
+        /// - Remark: Generated from `#/components/schemas/Identifier`.
+        internal typealias Identifier = Swift.String
         /// - Remark: Generated from `#/components/schemas/Problem`.
         internal struct Problem: Codable, Hashable, Sendable {
             /// `about:blank`, or a URI naming the problem.
@@ -258,9 +260,9 @@ extension Components {
         /// - Remark: Generated from `#/components/schemas/NewOrder`.
         internal struct NewOrder: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/NewOrder/id`.
-            internal var id: Swift.String
+            internal var id: Components.Schemas.Identifier
             /// - Remark: Generated from `#/components/schemas/NewOrder/workflow`.
-            internal var workflow: Swift.String
+            internal var workflow: Components.Schemas.Identifier
             /// The newest when left out.
             ///
             /// - Remark: Generated from `#/components/schemas/NewOrder/workflow_version`.
@@ -278,8 +280,8 @@ extension Components {
             ///   - attributes:
             ///   - input:
             internal init(
-                id: Swift.String,
-                workflow: Swift.String,
+                id: Components.Schemas.Identifier,
+                workflow: Components.Schemas.Identifier,
                 workflowVersion: Swift.Int? = nil,
                 attributes: Components.Schemas.JSONObject? = nil,
                 input: Components.Schemas.JSONObject? = nil
@@ -300,11 +302,11 @@ extension Components {
             internal init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
                 self.id = try container.decode(
-                    Swift.String.self,
+                    Components.Schemas.Identifier.self,
                     forKey: .id
                 )
                 self.workflow = try container.decode(
-                    Swift.String.self,
+                    Components.Schemas.Identifier.self,
                     forKey: .workflow
                 )
                 self.workflowVersion = try container.decodeIfPresent(
@@ -1081,14 +1083,14 @@ extension Components {
         }
         /// - Remark: Generated from `#/components/schemas/Token`.
         internal struct Token: Codable, Hashable, Sendable {
-            /// The token as hexadecimal text.
+            /// The token as hexadecimal text (APNs tokens are 32 to 512 bytes).
             ///
             /// - Remark: Generated from `#/components/schemas/Token/token`.
             internal var token: Swift.String
             /// Creates a new `Token`.
             ///
             /// - Parameters:
-            ///   - token: The token as hexadecimal text.
+            ///   - token: The token as hexadecimal text (APNs tokens are 32 to 512 bytes).
             internal init(token: Swift.String) {
                 self.token = token
             }

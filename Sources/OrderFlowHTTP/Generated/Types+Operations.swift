@@ -711,13 +711,13 @@ internal enum Operations {
             /// - Remark: Generated from `#/paths/v1/orders/GET/query`.
             internal struct Query: Sendable, Hashable {
                 /// - Remark: Generated from `#/paths/v1/orders/GET/query/workflow`.
-                internal var workflow: Swift.String?
+                internal var workflow: Components.Schemas.Identifier?
                 /// - Remark: Generated from `#/paths/v1/orders/GET/query/state`.
-                internal var state: Swift.String?
+                internal var state: Components.Schemas.Identifier?
                 /// `next_cursor` of the previous page.
                 ///
                 /// - Remark: Generated from `#/paths/v1/orders/GET/query/cursor`.
-                internal var cursor: Swift.String?
+                internal var cursor: Components.Schemas.Identifier?
                 /// - Remark: Generated from `#/paths/v1/orders/GET/query/limit`.
                 internal var limit: Swift.Int?
                 /// Creates a new `Query`.
@@ -728,9 +728,9 @@ internal enum Operations {
                 ///   - cursor: `next_cursor` of the previous page.
                 ///   - limit:
                 internal init(
-                    workflow: Swift.String? = nil,
-                    state: Swift.String? = nil,
-                    cursor: Swift.String? = nil,
+                    workflow: Components.Schemas.Identifier? = nil,
+                    state: Components.Schemas.Identifier? = nil,
+                    cursor: Components.Schemas.Identifier? = nil,
                     limit: Swift.Int? = nil
                 ) {
                     self.workflow = workflow
@@ -1037,12 +1037,14 @@ internal enum Operations {
         internal struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/orders/{id}/GET/path`.
             internal struct Path: Sendable, Hashable {
+                /// Ids, names and keys: 1 to 200 ASCII letters, digits and `- _ . : @ # / + = ~`.
+                ///
                 /// - Remark: Generated from `#/paths/v1/orders/{id}/GET/path/id`.
                 internal var id: Components.Parameters.OrderID
                 /// Creates a new `Path`.
                 ///
                 /// - Parameters:
-                ///   - id:
+                ///   - id: Ids, names and keys: 1 to 200 ASCII letters, digits and `- _ . : @ # / + = ~`.
                 internal init(id: Components.Parameters.OrderID) {
                     self.id = id
                 }
@@ -1190,12 +1192,14 @@ internal enum Operations {
         internal struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/orders/{id}/history/GET/path`.
             internal struct Path: Sendable, Hashable {
+                /// Ids, names and keys: 1 to 200 ASCII letters, digits and `- _ . : @ # / + = ~`.
+                ///
                 /// - Remark: Generated from `#/paths/v1/orders/{id}/history/GET/path/id`.
                 internal var id: Components.Parameters.OrderID
                 /// Creates a new `Path`.
                 ///
                 /// - Parameters:
-                ///   - id:
+                ///   - id: Ids, names and keys: 1 to 200 ASCII letters, digits and `- _ . : @ # / + = ~`.
                 internal init(id: Components.Parameters.OrderID) {
                     self.id = id
                 }
@@ -1343,12 +1347,14 @@ internal enum Operations {
         internal struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/orders/{id}/advance/POST/path`.
             internal struct Path: Sendable, Hashable {
+                /// Ids, names and keys: 1 to 200 ASCII letters, digits and `- _ . : @ # / + = ~`.
+                ///
                 /// - Remark: Generated from `#/paths/v1/orders/{id}/advance/POST/path/id`.
                 internal var id: Components.Parameters.OrderID
                 /// Creates a new `Path`.
                 ///
                 /// - Parameters:
-                ///   - id:
+                ///   - id: Ids, names and keys: 1 to 200 ASCII letters, digits and `- _ . : @ # / + = ~`.
                 internal init(id: Components.Parameters.OrderID) {
                     self.id = id
                 }
@@ -1514,12 +1520,14 @@ internal enum Operations {
         internal struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/orders/{id}/cancel/POST/path`.
             internal struct Path: Sendable, Hashable {
+                /// Ids, names and keys: 1 to 200 ASCII letters, digits and `- _ . : @ # / + = ~`.
+                ///
                 /// - Remark: Generated from `#/paths/v1/orders/{id}/cancel/POST/path/id`.
                 internal var id: Components.Parameters.OrderID
                 /// Creates a new `Path`.
                 ///
                 /// - Parameters:
-                ///   - id:
+                ///   - id: Ids, names and keys: 1 to 200 ASCII letters, digits and `- _ . : @ # / + = ~`.
                 internal init(id: Components.Parameters.OrderID) {
                     self.id = id
                 }
@@ -1710,6 +1718,8 @@ internal enum Operations {
         internal struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/orders/{id}/followers/{device}/PUT/path`.
             internal struct Path: Sendable, Hashable {
+                /// Ids, names and keys: 1 to 200 ASCII letters, digits and `- _ . : @ # / + = ~`.
+                ///
                 /// - Remark: Generated from `#/paths/v1/orders/{id}/followers/{device}/PUT/path/id`.
                 internal var id: Components.Parameters.OrderID
                 /// - Remark: Generated from `#/paths/v1/orders/{id}/followers/{device}/PUT/path/device`.
@@ -1717,7 +1727,7 @@ internal enum Operations {
                 /// Creates a new `Path`.
                 ///
                 /// - Parameters:
-                ///   - id:
+                ///   - id: Ids, names and keys: 1 to 200 ASCII letters, digits and `- _ . : @ # / + = ~`.
                 ///   - device:
                 internal init(
                     id: Components.Parameters.OrderID,
@@ -1848,6 +1858,8 @@ internal enum Operations {
         internal struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/orders/{id}/followers/{device}/DELETE/path`.
             internal struct Path: Sendable, Hashable {
+                /// Ids, names and keys: 1 to 200 ASCII letters, digits and `- _ . : @ # / + = ~`.
+                ///
                 /// - Remark: Generated from `#/paths/v1/orders/{id}/followers/{device}/DELETE/path/id`.
                 internal var id: Components.Parameters.OrderID
                 /// - Remark: Generated from `#/paths/v1/orders/{id}/followers/{device}/DELETE/path/device`.
@@ -1855,7 +1867,7 @@ internal enum Operations {
                 /// Creates a new `Path`.
                 ///
                 /// - Parameters:
-                ///   - id:
+                ///   - id: Ids, names and keys: 1 to 200 ASCII letters, digits and `- _ . : @ # / + = ~`.
                 ///   - device:
                 internal init(
                     id: Components.Parameters.OrderID,
@@ -1986,6 +1998,8 @@ internal enum Operations {
         internal struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/orders/{id}/activities/{device}/token/PUT/path`.
             internal struct Path: Sendable, Hashable {
+                /// Ids, names and keys: 1 to 200 ASCII letters, digits and `- _ . : @ # / + = ~`.
+                ///
                 /// - Remark: Generated from `#/paths/v1/orders/{id}/activities/{device}/token/PUT/path/id`.
                 internal var id: Components.Parameters.OrderID
                 /// - Remark: Generated from `#/paths/v1/orders/{id}/activities/{device}/token/PUT/path/device`.
@@ -1993,7 +2007,7 @@ internal enum Operations {
                 /// Creates a new `Path`.
                 ///
                 /// - Parameters:
-                ///   - id:
+                ///   - id: Ids, names and keys: 1 to 200 ASCII letters, digits and `- _ . : @ # / + = ~`.
                 ///   - device:
                 internal init(
                     id: Components.Parameters.OrderID,
@@ -2161,6 +2175,8 @@ internal enum Operations {
         internal struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/orders/{id}/activities/{device}/state/PUT/path`.
             internal struct Path: Sendable, Hashable {
+                /// Ids, names and keys: 1 to 200 ASCII letters, digits and `- _ . : @ # / + = ~`.
+                ///
                 /// - Remark: Generated from `#/paths/v1/orders/{id}/activities/{device}/state/PUT/path/id`.
                 internal var id: Components.Parameters.OrderID
                 /// - Remark: Generated from `#/paths/v1/orders/{id}/activities/{device}/state/PUT/path/device`.
@@ -2168,7 +2184,7 @@ internal enum Operations {
                 /// Creates a new `Path`.
                 ///
                 /// - Parameters:
-                ///   - id:
+                ///   - id: Ids, names and keys: 1 to 200 ASCII letters, digits and `- _ . : @ # / + = ~`.
                 ///   - device:
                 internal init(
                     id: Components.Parameters.OrderID,
@@ -2333,7 +2349,7 @@ internal enum Operations {
                 /// - Remark: Generated from `#/paths/v1/devices/{device}/push-to-start-tokens/{attributesType}/PUT/path/device`.
                 internal var device: Components.Parameters.DeviceID
                 /// - Remark: Generated from `#/paths/v1/devices/{device}/push-to-start-tokens/{attributesType}/PUT/path/attributesType`.
-                internal var attributesType: Swift.String
+                internal var attributesType: Components.Schemas.Identifier
                 /// Creates a new `Path`.
                 ///
                 /// - Parameters:
@@ -2341,7 +2357,7 @@ internal enum Operations {
                 ///   - attributesType:
                 internal init(
                     device: Components.Parameters.DeviceID,
-                    attributesType: Swift.String
+                    attributesType: Components.Schemas.Identifier
                 ) {
                     self.device = device
                     self.attributesType = attributesType
