@@ -205,6 +205,8 @@ let package = Package(
                 "LocalPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         .testTarget(name: "PGKitTests", dependencies: ["PGKit", "PostgresTesting", "LocalPostgres"]),

@@ -1,0 +1,283 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import OrderFlow
+import OrderFlowTesting
+import Synchronization
+import WorkflowKit
+
+/// Advances per second through the HTTP API (`orderflow serve` in a process of its own, called
+/// over keep-alive connections) against the library called in this process, in the same run,
+/// the two taking turns; then the latency of advances sent at a fixed rate, and the server's
+/// memory.
+///
+/// Both sides use the same number of database connections and the same number of concurrent
+/// callers. The fixed-rate phase schedules each request at its own instant and measures from
+/// that instant, so a slow answer delays the measurement of those queued behind it instead of
+/// hiding them (no coordinated omission).
+struct HTTPBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "http",
+        abstract: "Advances/s through `orderflow serve` vs the library, p50/p99 at a fixed rate, server RSS.",
+        discussion: "Example: swift run -c release orderflow-bench http --seconds 10 --rounds 3")
+
+    @Option(help: "Seconds of each turn, and of the fixed-rate phase.") var seconds = 10
+    @Option(help: "Rounds; in each, both sides have one turn, in an order that alternates.") var rounds = 3
+    @Option(help: "Concurrent callers: keep-alive HTTP connections, or tasks calling the library.") var connections = 64
+    @Option(help: "Database connections of the server and of the library's engine.") var databaseConnections = 8
+    @Option(help: "Advances per second in the fixed-rate phase.") var rate = 1_000
+    @Option(help: "PostgreSQL server URL (default: ORDERFLOW_DATABASE_URL, else a private cluster in .orderflow/).")
+    var database: String?
+
+    enum Side: String { case library, http }
+
+    static let steps: [(String, String)] = [
+        ("accept", #"{"event": "accept", "input": {"eta": "+20m"}}"#), ("ready", #"{"to": "ready"}"#),
+        ("dispatch", #"{"event": "dispatch", "input": {"eta": "+15m", "driver": "Sam"}}"#), ("deliver", #"{"event": "deliver"}"#),
+    ]
+    static let libraryInputs: [String: JSONValue] = ["accept": ["eta": "+20m"], "dispatch": ["eta": "+15m", "driver": "Sam"]]
+
+    func validate() throws {
+        guard seconds >= 1, rounds >= 1, connections >= 1, databaseConnections >= 2, rate >= 1 else {
+            throw ValidationError("--seconds, --rounds, --connections and --rate must be at least 1, --database-connections at least 2.")
+        }
+    }
+
+    func run() async throws {
+        var logger = Logger(label: "orderflow.bench")
+        logger.logLevel = .warning
+        let bench = try await BenchDatabase.make(url: database)
+        let engine = OrderFlowEngine(
+            configuration: OrderFlowConfiguration(database: bench.configuration, maximumConnections: databaseConnections), logger: logger)
+        _ = try await engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
+        if try await !engine.merchants().contains(where: { $0.id == "default" }) { _ = try await engine.addMerchant("default") }
+        let key = try await engine.createAPIKey(merchantID: "default", name: "bench").secret
+
+        let server = try ServerProcess.start(databaseURL: bench.configuration.connectionString, connections: databaseConnections)
+        defer { server.stop() }
+        let port = try await server.port()
+        print("orderflow serve (pid \(server.pid)) on port \(port), \(databaseConnections) database connections; \(connections) keep-alive connections vs \(connections) tasks calling the library")
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
+        configuration.httpVersion = .http1Only
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        let caller = Caller(client: client, base: "http://127.0.0.1:\(port)", key: key)
+
+        let ordersPerTurn = max(2_000, seconds * 8_000 / 4)
+        var nextOrder = 0
+        func freshOrders() async throws -> Range<Int> {
+            let orders = nextOrder..<(nextOrder + ordersPerTurn)
+            nextOrder = orders.upperBound
+            try await createOrders(engine: engine, orders: orders)
+            return orders
+        }
+        // Warm both paths (connections, caches, the server's first requests).
+        let warm = try await freshOrders()
+        _ = try await runHTTP(caller, orders: warm, seconds: 1)
+        var rates: [Side: [Double]] = [:]
+        for round in 0..<rounds {
+            for side in round.isMultiple(of: 2) ? [Side.library, .http] : [.http, .library] {
+                let orders = try await freshOrders()
+                let rate = side == .library
+                    ? try await runLibrary(engine, orders: orders, seconds: seconds)
+                    : try await runHTTP(caller, orders: orders, seconds: seconds)
+                rates[side, default: []].append(rate)
+                print("  round \(round + 1)  \(side.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0))"
+                      + String(format: "%8.0f advances/s", rate) + "   server RSS \(server.residentMegabytes()) MB")
+            }
+        }
+        let library = rates[.library]!.reduce(0, +) / Double(rounds)
+        let http = rates[.http]!.reduce(0, +) / Double(rounds)
+        let byRound = zip(rates[.http]!, rates[.library]!).map { String(format: "%.2f", $0 / $1) }.joined(separator: " / ")
+        print(String(format: "library  %8.0f advances/s (mean of %d turns)", library, rounds))
+        print(String(format: "http     %8.0f advances/s (mean of %d turns)", http, rounds))
+        print(String(format: "ratio http/library  %.2f   (goal ≥ 0.80; round by round %@)", http / library, byRound))
+
+        let orders = try await freshOrders()
+        let latencies = try await runFixedRate(caller, orders: orders, rate: rate, seconds: seconds)
+        func percentile(_ p: Double) -> Double { latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
+        print(String(format: "at %d advances/s for %d s: %d answered, p50 %.1f ms, p99 %.1f ms, max %.1f ms   (goal p99 ≤ 10 ms)",
+                     rate, seconds, latencies.count, percentile(0.5), percentile(0.99), latencies.last ?? 0))
+        print("server RSS after the run: \(server.residentMegabytes()) MB (peak \(server.peakResidentMegabytes()) MB)")
+
+        try await client.shutdown()
+        server.stop()
+        await engine.shutdown()
+        await bench.drop()
+    }
+
+    private func createOrders(engine: OrderFlowEngine, orders: Range<Int>) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for task in 0..<8 {
+                group.addTask {
+                    for index in stride(from: orders.lowerBound + task, to: orders.upperBound, by: 8) {
+                        _ = try await engine.createOrder(NewOrder(
+                            orderID: "h-\(index)", workflow: "food-order",
+                            attributes: ["merchantName": "Bench Bistro", "orderNumber": .string("\(index)"), "itemCount": 2]))
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    /// Each caller walks its share of the orders through the four steps until time is up.
+    private func runTurn(orders: Range<Int>, seconds: Int, _ advance: @escaping @Sendable (Int, Int) async throws -> Void) async throws -> Double {
+        let count = Counter()
+        let clock = ContinuousClock()
+        let started = clock.now
+        let deadline = started + .seconds(seconds)
+        let callers = connections
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for caller in 0..<callers {
+                group.addTask {
+                    for index in stride(from: orders.lowerBound + caller, to: orders.upperBound, by: callers) {
+                        for step in 0..<Self.steps.count {
+                            guard clock.now < deadline else { return }
+                            try await advance(index, step)
+                            count.value.add(1, ordering: .relaxed)
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let elapsed = clock.now - started
+        return Double(count.value.load(ordering: .relaxed)) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+    }
+
+    private func runLibrary(_ engine: OrderFlowEngine, orders: Range<Int>, seconds: Int) async throws -> Double {
+        try await runTurn(orders: orders, seconds: seconds) { index, step in
+            let target = Self.steps[step].0
+            _ = try await engine.advance("h-\(index)", to: target, input: Self.libraryInputs[target] ?? [:])
+        }
+    }
+
+    private func runHTTP(_ caller: Caller, orders: Range<Int>, seconds: Int) async throws -> Double {
+        try await runTurn(orders: orders, seconds: seconds) { index, step in
+            try await caller.advance("h-\(index)", body: Self.steps[step].1)
+        }
+    }
+
+    /// Sends `rate` advances per second, each at its own scheduled instant, for `seconds`;
+    /// the latencies in milliseconds, sorted, from the scheduled instant to the answer.
+    private func runFixedRate(_ caller: Caller, orders: Range<Int>, rate: Int, seconds: Int) async throws -> [Double] {
+        let total = rate * seconds
+        let clock = ContinuousClock()
+        let start = clock.now + .milliseconds(100)
+        let interval = Duration.seconds(1) / rate
+        let results = Latencies()
+        let orderCount = orders.count
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for request in 0..<total {
+                let scheduled = start + interval * request
+                try await clock.sleep(until: scheduled)
+                // Request n advances order n mod count by step n / count: every order moves in step order.
+                let index = orders.lowerBound + request % orderCount
+                let step = (request / orderCount) % Self.steps.count
+                group.addTask {
+                    try await caller.advance("h-\(index)", body: Self.steps[step].1)
+                    let elapsed = clock.now - scheduled
+                    let milliseconds = Double(elapsed.components.seconds) * 1_000 + Double(elapsed.components.attoseconds) / 1e15
+                    results.values.withLock { $0.append(milliseconds) }
+                }
+            }
+            try await group.waitForAll()
+        }
+        return results.values.withLock { $0 }.sorted()
+    }
+}
+
+/// Latencies collected from every task.
+private final class Latencies: Sendable {
+    let values = Mutex<[Double]>([])
+}
+
+/// Advances orders over HTTP.
+private struct Caller: Sendable {
+    let client: HTTPClient
+    let base: String
+    let key: String
+
+    func advance(_ orderID: String, body: String) async throws {
+        var request = HTTPClientRequest(url: "\(base)/v1/orders/\(orderID)/advance")
+        request.method = .POST
+        request.headers.add(name: "Authorization", value: "Bearer \(key)")
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.body = .bytes(ByteBuffer(string: body))
+        let response = try await client.execute(request, timeout: .seconds(30))
+        let answer = try await response.body.collect(upTo: 1 << 20)
+        guard response.status == .ok else {
+            throw BenchError("advance \(orderID) answered \(response.status.code): \(String(buffer: answer).prefix(300))")
+        }
+    }
+}
+
+/// `orderflow serve --no-worker` in a process of its own (the binary beside this one).
+private final class ServerProcess: Sendable {
+    private let process: UncheckedProcess
+    private let log: URL
+    let pid: Int32
+
+    struct UncheckedProcess: @unchecked Sendable { let process: Process }
+
+    static func start(databaseURL: String, connections: Int) throws -> ServerProcess {
+        let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("orderflow")
+        guard FileManager.default.isExecutableFile(atPath: binary.path) else {
+            throw BenchError("\(binary.path) is missing; build it beside orderflow-bench (swift build -c release --product orderflow)")
+        }
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("orderflow-bench-serve-\(UUID().uuidString).log")
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = ["serve", "--port", "0", "--no-worker", "--connections", "\(connections)"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["ORDERFLOW_DATABASE_URL"] = databaseURL
+        environment["ORDERFLOW_LOG_LEVEL"] = "warning"
+        process.environment = environment
+        process.standardError = try FileHandle(forWritingTo: log)
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        return ServerProcess(process: UncheckedProcess(process: process), log: log, pid: process.processIdentifier)
+    }
+
+    private init(process: UncheckedProcess, log: URL, pid: Int32) {
+        self.process = process
+        self.log = log
+        self.pid = pid
+    }
+
+    func port() async throws -> Int {
+        for _ in 0..<300 {
+            let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+            if let range = text.range(of: "serving the API on http://127.0.0.1:"),
+               let port = Int(text[range.upperBound...].prefix { $0.isNumber }) {
+                return port
+            }
+            guard process.process.isRunning else { throw BenchError("orderflow serve exited: \(text.suffix(500))") }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw BenchError("orderflow serve did not start within 30 s")
+    }
+
+    /// VmRSS / VmHWM of the server, in MB.
+    func residentMegabytes() -> Int { statusField("VmRSS:") }
+    func peakResidentMegabytes() -> Int { statusField("VmHWM:") }
+
+    private func statusField(_ name: String) -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name) }),
+              let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+        else { return 0 }
+        return kilobytes / 1024
+    }
+
+    func stop() {
+        guard process.process.isRunning else { return }
+        process.process.terminate()
+        process.process.waitUntilExit()
+        try? FileManager.default.removeItem(at: log)
+    }
+}
