@@ -151,17 +151,28 @@ enum Contract {
     }()
 }
 
-/// Refuses a body over ``OrderFlowAPI/maximumBodyBytes`` before reading it (413), as its
-/// `Content-Length` announces; a body without one is cut at the same size when read.
+/// Refuses a body over ``OrderFlowAPI/maximumBodyBytes`` (413): before reading it when its
+/// `Content-Length` says so, else (a chunked body) as soon as it grows past the limit — the
+/// body is read here, at most that far, so no handler ever holds more.
 struct RequestBodyLimit<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        if let length = request.headers[.contentLength].flatMap(Int.init), length > OrderFlowAPI.maximumBodyBytes {
-            return ProblemResponse.response(
-                status: .contentTooLarge, code: "invalidInput",
-                detail: "the request body is \(length) bytes; at most \(OrderFlowAPI.maximumBodyBytes) are accepted",
-                requestID: nil)
+        let limit = OrderFlowAPI.maximumBodyBytes
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
+            return Self.tooLarge("the request body is \(length) bytes; at most \(limit) are accepted")
+        }
+        var request = request
+        if request.method == .post || request.method == .put || request.method == .patch {
+            do {
+                _ = try await request.collectBody(upTo: limit)
+            } catch is NIOTooManyBytesError {
+                return Self.tooLarge("the request body is over \(limit) bytes; at most \(limit) are accepted")
+            }
         }
         return try await next(request, context)
+    }
+
+    static func tooLarge(_ detail: String) -> Response {
+        ProblemResponse.response(status: .contentTooLarge, code: "invalidInput", detail: detail, requestID: RequestScope.current?.requestID)
     }
 }
 

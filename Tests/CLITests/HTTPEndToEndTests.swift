@@ -45,6 +45,11 @@ struct HTTPEndToEndTests {
         #expect(transitions.last?.contains(#""to":"delivered""#) == true)
         #expect(feed.contains("event: push") && feed.components(separatedBy: "\n").contains { $0.hasPrefix("id: ") })
 
+        // A chunked body (no Content-Length) over the limit is cut as it is read: 413.
+        let chunked = try await cli.shell(
+            "head -c 3000000 /dev/zero | tr '\\0' ' ' | curl -s -X POST http://127.0.0.1:\(port)/v1/orders -H 'Authorization: Bearer \(key)' -H 'Content-Type: application/json' -H 'Transfer-Encoding: chunked' --data-binary @- -w ' %{http_code}'")
+        #expect(chunked.stdout.hasSuffix(" 413") && chunked.stdout.contains("contentTooLarge") == false && chunked.stdout.contains("1048576"), "\(chunked)")
+
         // The operator's view on the API's own port: health with the worker, and the metrics.
         let health = try await cli.shell("curl -s http://127.0.0.1:\(port)/healthz")
         #expect(health.stdout.contains(#""worker" : "running""#) && health.stdout.contains(#""status" : "ok""#), "\(health)")

@@ -152,6 +152,18 @@ struct HTTPAPITests {
             huge[.contentLength] = String(2 << 20)
             let tooLarge = try await call(client, .post, "/v1/orders", headers: huge, body: String(repeating: " ", count: 2 << 20))
             expectProblem(tooLarge, .contentTooLarge, code: "invalidInput")
+            let streamed = try await call(client, .post, "/v1/orders", headers: harness.headers(), body: String(repeating: " ", count: 2 << 20))
+            expectProblem(streamed, .contentTooLarge, code: "invalidInput")
+            var yaml = harness.headers()
+            yaml[.contentType] = "application/yaml"
+            let hugeWorkflow = try await call(client, .post, "/v1/workflows", headers: yaml, body: "name: x\n" + String(repeating: "#", count: 3 << 20))
+            expectProblem(hugeWorkflow, .contentTooLarge, code: "invalidInput")
+            let wrongType = try await call(client, .post, "/v1/orders/1/advance", headers: harness.headers(), body: #"{"to": 5}"#)
+            expectProblem(wrongType, .badRequest, code: "invalidInput", containing: "`to`")
+            var textPlain = harness.headers()
+            textPlain[.contentType] = "text/plain"
+            let wrongMedia = try await call(client, .post, "/v1/orders", headers: textPlain, body: "id=1")
+            #expect(wrongMedia.status.code >= 400 && wrongMedia.status.code < 500, "\(wrongMedia.body)")
             let orders = try await call(client, .get, "/v1/orders", headers: harness.headers())
             #expect((orders.json["orders"] as? [Any])?.isEmpty == true, "nothing was stored: \(orders.body)")
         }
