@@ -69,12 +69,7 @@ public struct PostgresConfiguration: Sendable {
                 "invalid database URL: \(reason); expected postgresql://user@host:port/database or \"host=… port=… dbname=…\"")
         }
         defer { PQconninfoFree(options) }
-        var values: [String: String] = [:]
-        var cursor = options
-        while let keyword = cursor.pointee.keyword {
-            if let value = cursor.pointee.val { values[String(cString: keyword)] = String(cString: value) }
-            cursor += 1
-        }
+        let values = settings(options)
         let env = { (name: String) -> String? in
             guard let value = getenv(name) else { return nil }
             return String(cString: value)
@@ -100,6 +95,17 @@ public struct PostgresConfiguration: Sendable {
         let user = nonEmpty(values["user"]) ?? env("PGUSER")
         let database = nonEmpty(values["dbname"]) ?? env("PGDATABASE") ?? user ?? "postgres"
         return Target(host: host, port: port, database: database, user: user)
+    }
+
+    /// The keywords libpq's `PQconninfoOption` list sets, and their values.
+    static func settings(_ options: UnsafeMutablePointer<PQconninfoOption>) -> [String: String] {
+        var values: [String: String] = [:]
+        var cursor = options
+        while let keyword = cursor.pointee.keyword {
+            if let value = cursor.pointee.val { values[String(cString: keyword)] = String(cString: value) }
+            cursor += 1
+        }
+        return values
     }
 
     private static func nonEmpty(_ value: String?) -> String? {

@@ -689,12 +689,7 @@ extension PostgresConfiguration {
               let options = PQconninfo(connection)
         else { return nil }
         defer { PQconninfoFree(options) }
-        var values: [String: String] = [:]
-        var cursor = options
-        while let keyword = cursor.pointee.keyword {
-            if let value = cursor.pointee.val { values[String(cString: keyword)] = String(cString: value) }
-            cursor += 1
-        }
+        let values = settings(options)
         guard let hostList = values["host"], (values["hostaddr"] ?? "").isEmpty else { return nil }
         let hosts = hostList.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
         var ports = (values["port"] ?? "").split(separator: ",", omittingEmptySubsequences: false).map(String.init)

@@ -43,41 +43,10 @@ struct ReliabilityPostgresTests {
     private func scenario(server: LocalPostgres, url: String) async throws {
         let database = try PostgresConfiguration(url)
         _ = try await Schema.migrate(database)
-        var engineConfiguration = OrderFlowConfiguration(database: database, maximumConnections: 8)
-        engineConfiguration.acquireTimeout = .seconds(2)
-        let engine = OrderFlowEngine(configuration: engineConfiguration)
-        _ = try await engine.applyWorkflow(yaml: WorkerHarness.tickerWorkflow, file: "ticker.yaml")
-
-        let key = P256.Signing.PrivateKey()
-        let apns = try LocalAPNSServer(configuration: .init(
-            signingKeys: [.init(keyID: WorkerHarness.keyID, teamID: WorkerHarness.teamID, publicKey: key.publicKey)]))
-        try await apns.start()
-        let client = try APNSClient(
-            configuration: APNSClientConfiguration(
-                environment: .custom(baseURL: apns.baseURL, trustRootsPEM: apns.trustRootPEM),
-                credentials: .init(key: .pem(key.pemRepresentation), keyID: WorkerHarness.keyID, teamID: WorkerHarness.teamID)),
-            logger: Logger(label: "apns", factory: { _ in SwiftLogNoOpLogHandler() }))
-
+        let rig = try await PostgresFaultRig.start(database, workerID: "restart")
+        let engine = rig.engine
         let orderIDs = (0..<Self.clients).flatMap { client in (0..<Self.ordersPerClient).map { "P\(client)-\($0)" } }
-        let tokens = orderIDs.indices.map { EngineFixture.token(8000 + $0) }
-        for (orderID, token) in zip(orderIDs, tokens) {
-            _ = try await engine.createOrder(NewOrder(orderID: orderID, workflow: "ticker", attributes: ["label": .string(orderID)]))
-            try await engine.registerActivityToken(orderID: orderID, deviceID: "phone", token: token)
-        }
-
-        // The worker as in production: a pool of its own and LISTEN for the engine's wake-ups.
-        let workerPool = PostgresPool(.init(connection: database, maximumConnections: 4, acquireTimeout: .seconds(2)))
-        let listener = PostgresListener(
-            configuration: database, channels: [OrderFlowEngine.wakeChannel],
-            logger: Logger(label: "listen", factory: { _ in SwiftLogNoOpLogHandler() }))
-        let worker = RunningWorker(OrderFlowWorker(
-            configuration: WorkerConfiguration(
-                bundleID: WorkerHarness.bundleID, workerID: "restart", lease: .seconds(5),
-                minimumPushInterval: .milliseconds(100), maximumAttempts: 8,
-                backoffBase: .milliseconds(50), backoffCap: .milliseconds(500), queueDepthSampleInterval: nil),
-            pool: workerPool, sender: client, listener: listener,
-            logger: Logger(label: "worker", factory: { _ in SwiftLogNoOpLogHandler() }),
-            metricsFactory: NOOPMetricsHandler.instance), listener: listener)
+        let tokens = try await rig.createOrders(orderIDs, firstToken: 8000)
 
         // The load: eight clients, each taking its five orders through eleven steps, one step
         // every 60 ms, retrying with the same idempotency key while the database is away.
@@ -123,43 +92,41 @@ struct ReliabilityPostgresTests {
         let seenErrors = errors.value
         #expect(!seenErrors.isEmpty, "no client ever saw the database down")
 
-        try await eventually("the worker drains the queue after the restart", timeout: .seconds(40)) {
-            try await engine.pool.query(PostgresQuery("SELECT count(*) AS n FROM activity_commands")).single().decode("n", as: Int.self) == 0
-        }
-        try await worker.stop()
-        let deadLetters: Int = try await engine.pool.query(PostgresQuery(
-            "SELECT count(*) AS n FROM deliveries WHERE outcome = 'dead'")).single().decode("n")
-        let audit = DeliveryAudit(
+        try await rig.waitUntilDrained(timeout: .seconds(40))
+        let deadLetters = try await rig.deadLetters()
+        let audit = rig.audit(
             scenario: "PostgreSQL fast shutdown and restart",
             load: "\(Self.clients) clients, \(orderIDs.count) orders, \(orderIDs.count * 11) transitions in \(String(format: "%.1f", loadSeconds)) s",
             faults: "server down \(String(format: "%.1f", downFor.inSeconds)) s",
-            tokens: tokens, pushes: apns.pushes(),
+            tokens: tokens,
             notes: [
                 "errors seen by clients while down \(seenErrors.values.reduce(0, +)), all retryable",
                 "committed transitions lost 0", "dead letters \(deadLetters)",
-            ],
-            isFinal: { $0.event == "end" && $0.content?["step"]?.integerValue == 11 })
+            ])
         audit.report()
         #expect(audit.lost == 0, "\(audit)")
         #expect(deadLetters == 0)
-
-        try? await client.shutdown()
-        try? await apns.stop()
-        await workerPool.close()
-        await engine.shutdown()
+        try await rig.shutdown()
     }
 
     /// Advances with an idempotency key, retrying while the database is unavailable; any other
-    /// error fails the test. The message must say what happened and that a retry is safe.
+    /// error fails the test. The message must say what happened and that a retry is safe, and
+    /// it must come within the pool's acquire timeout (2 s; `slowest` keeps the longest wait).
     static func advanceRetrying(
-        _ engine: OrderFlowEngine, _ orderID: String, step: Int, errors: LockedValue<[String: Int]>
+        _ engine: OrderFlowEngine, _ orderID: String, step: Int, errors: LockedValue<[String: Int]>, key: String? = nil,
+        slowest: LockedValue<Duration>? = nil
     ) async throws -> AdvanceResult {
-        let key = "\(orderID)-step-\(step)"
+        let key = key ?? "\(orderID)-step-\(step)"
         let deadline = ContinuousClock.now + .seconds(30)
         while true {
+            let called = ContinuousClock.now
             do {
                 return try await engine.advance(orderID, to: step == 11 ? "done" : "s\(step)", idempotencyKey: key)
             } catch let error as OrderFlowError where error.code == .databaseUnavailable {
+                let waited = ContinuousClock.now - called
+                slowest?.withLock { $0 = max($0, waited) }
+                // 2 s, and some slack for a loaded two-core machine.
+                #expect(waited < .seconds(4), "the error came after \(waited): \(error.message)")
                 #expect(error.message.contains("retry"), "not a clear retryable error: \(error.message)")
                 #expect(!error.message.contains("password"), "\(error.message)")
                 errors.withLock { $0[String(error.message.prefix(60)), default: 0] += 1 }
