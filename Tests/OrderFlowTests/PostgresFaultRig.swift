@@ -88,3 +88,71 @@ struct PostgresFaultRig: Sendable {
         await engine.shutdown()
     }
 }
+
+/// Clients taking ticker orders through their eleven steps, one step every 60 ms, each advance
+/// with an idempotency key and retried while the database is unavailable; what they were told
+/// and what they saw.
+final class TickerLoad: Sendable {
+    /// Errors seen, by the start of their message.
+    let errors = LockedValue<[String: Int]>([:])
+    /// The longest a call took to fail.
+    let slowestError = LockedValue<Duration>(.zero)
+    /// The sequence numbers acknowledged, by order.
+    let acknowledged = LockedValue<[String: [Int]]>([:])
+    /// When each acknowledgement came.
+    let acknowledgedAt = LockedValue<[ContinuousClock.Instant]>([])
+
+    /// One client per element of `orders`, taking its orders a step further in turn.
+    func run(_ engine: OrderFlowEngine, orders: [[String]]) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for mine in orders {
+                group.addTask {
+                    for step in 1...11 {
+                        for orderID in mine {
+                            let result = try await Self.advanceRetrying(
+                                engine, orderID, step: step, errors: self.errors, slowest: self.slowestError)
+                            self.acknowledged.withLock { $0[orderID, default: []].append(result.transition.seq) }
+                            self.acknowledgedAt.withLock { $0.append(.now) }
+                        }
+                        try await Task.sleep(for: .milliseconds(60))
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    /// Advances with an idempotency key, retrying while the database is unavailable; any other
+    /// error fails the test. The message must say what happened and that a retry is safe, and
+    /// it must come within the pool's acquire timeout (2 s; `slowest` keeps the longest wait).
+    static func advanceRetrying(
+        _ engine: OrderFlowEngine, _ orderID: String, step: Int, errors: LockedValue<[String: Int]>, key: String? = nil,
+        slowest: LockedValue<Duration>? = nil
+    ) async throws -> AdvanceResult {
+        let key = key ?? "\(orderID)-step-\(step)"
+        let deadline = ContinuousClock.now + .seconds(30)
+        while true {
+            let called = ContinuousClock.now
+            do {
+                return try await engine.advance(orderID, to: step == 11 ? "done" : "s\(step)", idempotencyKey: key)
+            } catch let error as OrderFlowError where error.code == .databaseUnavailable {
+                let waited = ContinuousClock.now - called
+                slowest?.withLock { $0 = max($0, waited) }
+                // 2 s, and some slack for a loaded two-core machine.
+                #expect(waited < .seconds(4), "the error came after \(waited): \(error.message)")
+                #expect(error.message.contains("retry"), "not a clear retryable error: \(error.message)")
+                #expect(!error.message.contains("password"), "\(error.message)")
+                errors.withLock { $0[String(error.message.prefix(60)), default: 0] += 1 }
+                guard ContinuousClock.now < deadline else { throw error }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+    }
+}
+
+extension Array {
+    /// Consecutive pieces of `size` elements (the last may be shorter).
+    func chunks(of size: Int) -> [[Element]] {
+        stride(from: 0, to: count, by: size).map { Array(self[$0..<Swift.min($0 + size, count)]) }
+    }
+}

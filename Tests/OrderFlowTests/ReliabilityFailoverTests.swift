@@ -37,44 +37,23 @@ struct ReliabilityFailoverTests {
 
         // The load: eight clients, each taking its five orders through eleven steps, one step
         // every 60 ms, retrying with the same idempotency key while there is no primary.
-        let errors = LockedValue<[String: Int]>([:])
-        let slowest = LockedValue<Duration>(.zero)
-        let acknowledged = LockedValue<[String: [Int]]>([:])
-        let acknowledgedAt = LockedValue<[ContinuousClock.Instant]>([])
+        let load = TickerLoad()
         let started = ContinuousClock.now
-        let load = Task {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for client in 0..<Self.clients {
-                    group.addTask {
-                        for step in 1...11 {
-                            for index in 0..<Self.ordersPerClient {
-                                let orderID = "F\(client)-\(index)"
-                                let result = try await ReliabilityPostgresTests.advanceRetrying(
-                                    engine, orderID, step: step, errors: errors, slowest: slowest)
-                                acknowledged.withLock { $0[orderID, default: []].append(result.transition.seq) }
-                                acknowledgedAt.withLock { $0.append(.now) }
-                            }
-                            try await Task.sleep(for: .milliseconds(60))
-                        }
-                    }
-                }
-                try await group.waitForAll()
-            }
-        }
+        let running = Task { try await load.run(engine, orders: orderIDs.chunks(of: Self.ordersPerClient)) }
         // The primary's machine dies mid-load; a second later (a failover manager's detection
         // time) the standby is promoted.
         try await Task.sleep(for: .milliseconds(700))
-        let acknowledgedBeforeKill = acknowledgedAt.value.count
+        let acknowledgedBeforeKill = load.acknowledgedAt.value.count
         try pair.kill(0)
         let killedAt = ContinuousClock.now
         try await Task.sleep(for: .seconds(1))
         try await pair.promote(1)
         let promotedAt = ContinuousClock.now
-        try await load.value
+        try await running.value
         let loadTime = ContinuousClock.now - started
         // Until the promotion, no advance can commit; the time to recovery is the kill to the
         // first advance acknowledged after the promotion (which the test delays by 1 s).
-        let firstAfterPromotion = acknowledgedAt.value.filter { $0 > promotedAt }.min()
+        let firstAfterPromotion = load.acknowledgedAt.value.filter { $0 > promotedAt }.min()
         let recovery = try #require(firstAfterPromotion, "no advance was acknowledged after the promotion") - killedAt
 
         // Every acknowledged transition is on the new primary (node 1, read directly): every
@@ -90,10 +69,10 @@ struct ReliabilityFailoverTests {
         let gapless = "{" + (1...12).map(String.init).joined(separator: ",") + "}"
         for orderID in orderIDs {
             #expect(onNewPrimary[orderID] == gapless, "\(orderID) on the new primary: \(onNewPrimary[orderID] ?? "none")")
-            let seen = acknowledged.withLock { $0[orderID] ?? [] }
+            let seen = load.acknowledged.withLock { $0[orderID] ?? [] }
             #expect(seen == Array(2...12), "\(orderID) acknowledged \(seen)")
         }
-        let seenErrors = errors.value
+        let seenErrors = load.errors.value
         #expect(!seenErrors.isEmpty, "no client ever saw the primary gone")
         try await rig.waitUntilDrained(timeout: .seconds(40))
 
@@ -106,7 +85,7 @@ struct ReliabilityFailoverTests {
         tokens += try await rig.createOrders(afterIDs, firstToken: 9500)
         for step in 1...11 {
             for orderID in afterIDs {
-                _ = try await ReliabilityPostgresTests.advanceRetrying(engine, orderID, step: step, errors: errors)
+                _ = try await TickerLoad.advanceRetrying(engine, orderID, step: step, errors: load.errors)
             }
         }
         let fresh = OrderFlowEngine(configuration: OrderFlowConfiguration(database: database, maximumConnections: 2))
@@ -131,7 +110,7 @@ struct ReliabilityFailoverTests {
             tokens: tokens,
             notes: [
                 "time to recovery \(DeliveryAudit.format(recovery)) (kill to the first advance acknowledged after the promotion; \(Self.milliseconds(recovery - (promotedAt - killedAt))) after the promotion)",
-                "errors seen by clients meanwhile \(seenErrors.values.reduce(0, +)), all databaseUnavailable, the slowest after \(Self.milliseconds(slowest.value))",
+                "errors seen by clients meanwhile \(seenErrors.values.reduce(0, +)), all databaseUnavailable, the slowest after \(Self.milliseconds(load.slowestError.value))",
                 "acknowledged transitions missing on the new primary 0, histories gapless",
                 "dead letters \(deadLetters)",
             ])
@@ -194,7 +173,7 @@ struct ReliabilityFailoverTests {
         // The change did survive: it is on the new primary although nobody was told so.
         let survived = try await Self.transitionCount(pair, node: 1, orderID: "U1", seq: 3)
         #expect(survived == 1)
-        let retryA = try await ReliabilityPostgresTests.advanceRetrying(engine, "U1", step: 2, errors: errors, key: "U1-s2")
+        let retryA = try await TickerLoad.advanceRetrying(engine, "U1", step: 2, errors: errors, key: "U1-s2")
         #expect(retryA.replayed && retryA.transition.seq == 3 && retryA.order.state == "s2", "\(retryA)")
         let againA = try await engine.advance("U1", to: "s2", idempotencyKey: "U1-s2")
         #expect(againA.replayed && againA.transition.seq == 3)
@@ -230,7 +209,7 @@ struct ReliabilityFailoverTests {
         _ = await locker.result
         try await pair.promote(0)
         #expect(try await Self.transitionCount(pair, node: 0, orderID: "U1", seq: 4) == 0)
-        let retryB = try await ReliabilityPostgresTests.advanceRetrying(engine, "U1", step: 3, errors: errors, key: "U1-s3")
+        let retryB = try await TickerLoad.advanceRetrying(engine, "U1", step: 3, errors: errors, key: "U1-s3")
         #expect(!retryB.replayed && retryB.transition.seq == 4 && retryB.order.state == "s3", "\(retryB)")
         let againB = try await engine.advance("U1", to: "s3", idempotencyKey: "U1-s3")
         #expect(againB.replayed && againB.transition.seq == 4)

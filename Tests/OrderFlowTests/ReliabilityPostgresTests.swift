@@ -50,26 +50,9 @@ struct ReliabilityPostgresTests {
 
         // The load: eight clients, each taking its five orders through eleven steps, one step
         // every 60 ms, retrying with the same idempotency key while the database is away.
-        let errors = LockedValue<[String: Int]>([:])
-        let acknowledged = LockedValue<[String: [Int]]>([:])
+        let load = TickerLoad()
         let started = ContinuousClock.now
-        let load = Task {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for client in 0..<Self.clients {
-                    group.addTask {
-                        for step in 1...11 {
-                            for index in 0..<Self.ordersPerClient {
-                                let orderID = "P\(client)-\(index)"
-                                let result = try await Self.advanceRetrying(engine, orderID, step: step, errors: errors)
-                                acknowledged.withLock { $0[orderID, default: []].append(result.transition.seq) }
-                            }
-                            try await Task.sleep(for: .milliseconds(60))
-                        }
-                    }
-                }
-                try await group.waitForAll()
-            }
-        }
+        let running = Task { try await load.run(engine, orders: orderIDs.chunks(of: Self.ordersPerClient)) }
         try await Task.sleep(for: .milliseconds(700))
         try await server.stop()
         let downAt = ContinuousClock.now
@@ -77,7 +60,7 @@ struct ReliabilityPostgresTests {
         let restartedURL = try await server.start()
         #expect(restartedURL == url, "the cluster came back on another port")
         let downFor = ContinuousClock.now - downAt
-        try await load.value
+        try await running.value
         let loadSeconds = (ContinuousClock.now - started).inSeconds
 
         // Everything the clients were told is committed, is there: every order done, its
@@ -86,10 +69,10 @@ struct ReliabilityPostgresTests {
             let history = try await engine.history(orderID)
             #expect(history.order.state == "done", "\(orderID) is in \(history.order.state)")
             #expect(history.transitions.map(\.seq) == Array(1...12), "\(orderID): \(history.transitions.map(\.seq))")
-            let seen = acknowledged.withLock { $0[orderID] ?? [] }
+            let seen = load.acknowledged.withLock { $0[orderID] ?? [] }
             #expect(seen == Array(2...12), "\(orderID) acknowledged \(seen)")
         }
-        let seenErrors = errors.value
+        let seenErrors = load.errors.value
         #expect(!seenErrors.isEmpty, "no client ever saw the database down")
 
         try await rig.waitUntilDrained(timeout: .seconds(40))
@@ -107,32 +90,5 @@ struct ReliabilityPostgresTests {
         #expect(audit.lost == 0, "\(audit)")
         #expect(deadLetters == 0)
         try await rig.shutdown()
-    }
-
-    /// Advances with an idempotency key, retrying while the database is unavailable; any other
-    /// error fails the test. The message must say what happened and that a retry is safe, and
-    /// it must come within the pool's acquire timeout (2 s; `slowest` keeps the longest wait).
-    static func advanceRetrying(
-        _ engine: OrderFlowEngine, _ orderID: String, step: Int, errors: LockedValue<[String: Int]>, key: String? = nil,
-        slowest: LockedValue<Duration>? = nil
-    ) async throws -> AdvanceResult {
-        let key = key ?? "\(orderID)-step-\(step)"
-        let deadline = ContinuousClock.now + .seconds(30)
-        while true {
-            let called = ContinuousClock.now
-            do {
-                return try await engine.advance(orderID, to: step == 11 ? "done" : "s\(step)", idempotencyKey: key)
-            } catch let error as OrderFlowError where error.code == .databaseUnavailable {
-                let waited = ContinuousClock.now - called
-                slowest?.withLock { $0 = max($0, waited) }
-                // 2 s, and some slack for a loaded two-core machine.
-                #expect(waited < .seconds(4), "the error came after \(waited): \(error.message)")
-                #expect(error.message.contains("retry"), "not a clear retryable error: \(error.message)")
-                #expect(!error.message.contains("password"), "\(error.message)")
-                errors.withLock { $0[String(error.message.prefix(60)), default: 0] += 1 }
-                guard ContinuousClock.now < deadline else { throw error }
-                try await Task.sleep(for: .milliseconds(100))
-            }
-        }
     }
 }
