@@ -223,7 +223,16 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
-        .testTarget(name: "CLITests", dependencies: ["OrderFlowTesting", "LocalAPNS"]),
+        .testTarget(
+            name: "CLITests",
+            dependencies: [
+                "OrderFlowTesting", "LocalAPNS",
+                // The soak's clients call `orderflow serve` over HTTP.
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
         .testTarget(name: "TextOutputTests", dependencies: ["ConsoleOutput", "OrderFlowDemo", "OrderFlowTesting", "OrderFlow", "LocalAPNS", "APNSCore"]),
         .testTarget(
             name: "OrderFlowHTTPTests",

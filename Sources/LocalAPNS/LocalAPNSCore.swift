@@ -396,6 +396,8 @@ final class LocalAPNSCore: Sendable {
         var deviceToken: String?
         var remaining: Int?
         var until: ContinuousClock.Instant?
+        /// Answers only this fraction of the matching requests, chosen at random; nil: all.
+        var fraction: Double?
     }
 
     private struct FaultState {
@@ -403,12 +405,13 @@ final class LocalAPNSCore: Sendable {
         var delay: Duration?
     }
 
-    func addFault(_ fault: LocalAPNSFault, deviceToken: String?, count: Int?, duration: Duration?) {
+    func addFault(_ fault: LocalAPNSFault, deviceToken: String?, count: Int?, duration: Duration?, fraction: Double? = nil) {
         let rule = FaultRule(
             fault: fault,
             deviceToken: deviceToken,
             remaining: count,
-            until: duration.map { ContinuousClock.now + $0 }
+            until: duration.map { ContinuousClock.now + $0 },
+            fraction: fraction
         )
         self.faults.withLock { $0.rules.append(rule) }
     }
@@ -434,6 +437,7 @@ final class LocalAPNSCore: Sendable {
                 state.rules.firstIndex { $0.deviceToken == deviceToken }
                 ?? state.rules.firstIndex { $0.deviceToken == nil }
             guard let index else { return (nil, state.delay) }
+            if let fraction = state.rules[index].fraction, Double.random(in: 0..<1) >= fraction { return (nil, state.delay) }
             let fault = state.rules[index].fault
             if let remaining = state.rules[index].remaining {
                 state.rules[index].remaining = remaining - 1

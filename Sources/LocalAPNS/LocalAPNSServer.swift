@@ -245,16 +245,20 @@ public final class LocalAPNSServer: Sendable {
     ///     take precedence over rules for every token; among those, the first added wins.
     ///   - count: for the next `count` matching requests; `nil` for as many as come.
     ///   - duration: for this long from now; `nil` for no time limit.
+    ///   - fraction: only this fraction of the matching requests (0.05: one in twenty), chosen
+    ///     at random; `nil` for every one.
     ///
     /// Examples: `injectFault(.unregistered(), deviceToken: token)`,
-    /// `injectFault(.tooManyRequests, count: 3)`, `injectFault(.internalServerError, duration: .seconds(2))`.
+    /// `injectFault(.tooManyRequests, count: 3)`, `injectFault(.internalServerError, duration: .seconds(2))`,
+    /// `injectFault(.internalServerError, fraction: 0.05)`.
     public func injectFault(
         _ fault: LocalAPNSFault,
         deviceToken: String? = nil,
         count: Int? = nil,
-        duration: Duration? = nil
+        duration: Duration? = nil,
+        fraction: Double? = nil
     ) {
-        self.core.addFault(fault, deviceToken: deviceToken, count: count, duration: duration)
+        self.core.addFault(fault, deviceToken: deviceToken, count: count, duration: duration, fraction: fraction)
     }
 
     /// Delays every response by `delay` (`nil` for none).

@@ -191,7 +191,7 @@ public struct LocalPostgres: Sendable {
     }
 
     /// Asks the kernel for a free loopback port.
-    static func sparePort() throws -> Int {
+    public static func sparePort() throws -> Int {
         try bindLoopback(port: 0)
     }
 

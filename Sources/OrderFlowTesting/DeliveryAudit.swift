@@ -79,6 +79,12 @@ public struct DeliveryAudit: Sendable, CustomStringConvertible {
     /// Prints the line and, when `ORDERFLOW_RELIABILITY_LOG` names a file, appends it there
     /// (`scripts/test` collects the lines into its summary).
     public func report() {
+        Self.report(line: description)
+    }
+
+    /// Prints a `reliability:` line of a scenario that is not about deliveries, and collects it
+    /// as `report()` does.
+    public static func report(line description: String) {
         print(description)
         guard let path = ProcessInfo.processInfo.environment["ORDERFLOW_RELIABILITY_LOG"], !path.isEmpty else { return }
         let line = Data((description + "\n").utf8)

@@ -3,6 +3,11 @@ import Foundation
 
 /// Where and how to connect. The connection string is a `postgresql://` URL or a libpq
 /// `key=value` conninfo string; libpq parses it.
+///
+/// It may name several servers (`postgresql://db1:5432,db2:5432/orderflow?target_session_attrs=read-write`,
+/// or `host=db1,db2 port=5432,5432 target_session_attrs=read-write`): every new connection tries
+/// them in order and keeps the first that accepts it (with `read-write`, the primary), so that
+/// after a failover new connections find the promoted standby by themselves.
 public struct PostgresConfiguration: Sendable {
     /// The URL or conninfo string, as given. Never logged: it may hold a password.
     public let connectionString: String
@@ -16,12 +21,28 @@ public struct PostgresConfiguration: Sendable {
     public let target: Target
 
     public struct Target: Sendable, Hashable, CustomStringConvertible {
+        /// As given: one host, or several separated by commas.
         public var host: String
+        /// As given: one port (for every host), or one per host separated by commas.
         public var port: String
         public var database: String
         public var user: String?
-        /// "host:port", the part a person checks first when a connection fails.
-        public var hostAndPort: String { host.hasPrefix("/") ? "\(host)/.s.PGSQL.\(port)" : "\(host):\(port)" }
+        /// Every server named, as "host:port", in the order libpq tries them.
+        public var servers: [String] {
+            let hosts = host.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            let ports = port.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            return hosts.enumerated().map { index, host in
+                let port = ports.count == hosts.count ? ports[index] : ports.first ?? "5432"
+                return Self.address(host: host.isEmpty ? "/var/run/postgresql" : host, port: port.isEmpty ? "5432" : port)
+            }
+        }
+        /// "host:port" (or "host:port, host:port" for several), the part a person checks first
+        /// when a connection fails.
+        public var hostAndPort: String { servers.joined(separator: ", ") }
+
+        static func address(host: String, port: String) -> String {
+            host.hasPrefix("/") ? "\(host)/.s.PGSQL.\(port)" : "\(host):\(port)"
+        }
         public var description: String { "\(hostAndPort)/\(database)" }
     }
 
@@ -48,12 +69,7 @@ public struct PostgresConfiguration: Sendable {
                 "invalid database URL: \(reason); expected postgresql://user@host:port/database or \"host=… port=… dbname=…\"")
         }
         defer { PQconninfoFree(options) }
-        var values: [String: String] = [:]
-        var cursor = options
-        while let keyword = cursor.pointee.keyword {
-            if let value = cursor.pointee.val { values[String(cString: keyword)] = String(cString: value) }
-            cursor += 1
-        }
+        let values = settings(options)
         let env = { (name: String) -> String? in
             guard let value = getenv(name) else { return nil }
             return String(cString: value)
@@ -61,7 +77,15 @@ public struct PostgresConfiguration: Sendable {
         let host = nonEmpty(values["host"]) ?? nonEmpty(values["hostaddr"]) ?? env("PGHOST") ?? "/var/run/postgresql"
         let port = nonEmpty(values["port"]) ?? env("PGPORT") ?? "5432"
         // libpq would only say so when connecting, as if the server were down.
-        for part in port.split(separator: ",", omittingEmptySubsequences: false) {
+        let hostCount = host.split(separator: ",", omittingEmptySubsequences: false).count
+        let portCount = port.split(separator: ",", omittingEmptySubsequences: false).count
+        if portCount != 1 && portCount != hostCount {
+            throw PostgresError(
+                .invalidConfiguration,
+                "invalid database URL: it names \(hostCount) hosts but \(portCount) ports; give one port for all, or one per host")
+        }
+        // An empty port in a list is libpq's default (`postgresql://db1,db2:5433/…`).
+        for part in port.split(separator: ",", omittingEmptySubsequences: false) where portCount == 1 || !part.isEmpty {
             guard let number = Int(part.trimmingCharacters(in: .whitespaces)), (1...65535).contains(number) else {
                 throw PostgresError(
                     .invalidConfiguration,
@@ -71,6 +95,17 @@ public struct PostgresConfiguration: Sendable {
         let user = nonEmpty(values["user"]) ?? env("PGUSER")
         let database = nonEmpty(values["dbname"]) ?? env("PGDATABASE") ?? user ?? "postgres"
         return Target(host: host, port: port, database: database, user: user)
+    }
+
+    /// The keywords libpq's `PQconninfoOption` list sets, and their values.
+    static func settings(_ options: UnsafeMutablePointer<PQconninfoOption>) -> [String: String] {
+        var values: [String: String] = [:]
+        var cursor = options
+        while let keyword = cursor.pointee.keyword {
+            if let value = cursor.pointee.val { values[String(cString: keyword)] = String(cString: value) }
+            cursor += 1
+        }
+        return values
     }
 
     private static func nonEmpty(_ value: String?) -> String? {

@@ -34,12 +34,16 @@ public actor PostgresConnection {
     /// (A number rather than the object's address: a task that outlives the body must not
     /// pass for it on a later connection that reuses the address.)
     @TaskLocal private static var heldConnections: [UInt64] = []
+    /// The server this connection reached, "host:port", for messages: of the several a
+    /// multi-host connection string names, the one that accepted it.
+    private var server: String
     private nonisolated let identity = PostgresConnection.identities.add(1, ordering: .relaxed).newValue
     private static let identities = Atomic<UInt64>(0)
 
     private init(configuration: PostgresConfiguration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
+        self.server = configuration.target.hostAndPort
     }
 
     /// Opens a connection. Fails with `.invalidConfiguration` or `.connectionFailed`, whose
@@ -48,6 +52,44 @@ public actor PostgresConnection {
         _ configuration: PostgresConfiguration, logger: Logger = Logger(label: "orderflow.postgres")
     ) async throws(PostgresError) -> PostgresConnection {
         try await connect(configuration, logger: logger, givingUpWhenCancelled: false)
+    }
+
+    /// Opens a connection, or gives up after `limit` with `.connectionFailed`: a caller never
+    /// waits longer, however many servers the connection string names and however long each
+    /// takes to refuse. An attempt given up finishes on its own thread and is closed.
+    static func connect(
+        _ configuration: PostgresConfiguration, logger: Logger, within limit: Duration
+    ) async throws(PostgresError) -> PostgresConnection {
+        let first = await withTaskGroup(of: Result<PostgresConnection, PostgresError>?.self) { group in
+            group.addTask {
+                do throws(PostgresError) {
+                    return .success(try await connect(configuration, logger: logger, givingUpWhenCancelled: true))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            // The other one, if the connection won the race just as the time ran out.
+            for await case .success(let late)? in group where first == nil { await late.close() }
+            return first
+        }
+        switch first {
+        case .success(let connection)?: return connection
+        case .failure(let error)?: throw error
+        case nil:
+            let target = configuration.target
+            if Task.isCancelled { throw PostgresError(.shutdown, "stopped while connecting to PostgreSQL at \(target.hostAndPort)") }
+            throw PostgresError(
+                .connectionFailed,
+                "cannot connect to PostgreSQL at \(target.hostAndPort) (database \"\(target.database)\"): no server accepted a connection within \(limit)",
+                hint: "check that the server is running and that the database URL is right",
+                context: target.hostAndPort)
+        }
     }
 
     /// `givingUpWhenCancelled`: a cancelled task stops waiting for the connect thread at once
@@ -117,6 +159,9 @@ public actor PostgresConnection {
                 context: target.hostAndPort)
         }
         native.noticeLog = notices
+        if let host = PQhost(connection), let port = PQport(connection) {
+            server = PostgresConfiguration.Target.address(host: String(cString: host), port: String(cString: port))
+        }
         guard PQisnonblocking(connection) == 1 else {
             throw PostgresError(.connectionFailed, "cannot put the connection into non-blocking mode: \(Self.connectionMessage(connection))")
         }
@@ -282,8 +327,8 @@ public actor PostgresConnection {
     /// For use after `close()` (or a failed open).
     private var closedError: PostgresError {
         PostgresError(
-            .connectionLost, "lost the connection to PostgreSQL at \(configuration.target.hostAndPort): it is closed",
-            context: configuration.target.hostAndPort)
+            .connectionLost, "lost the connection to PostgreSQL at \(server): it is closed",
+            context: server)
     }
 
     /// Ends a statement's turn, closing first if `close()` came meanwhile.
@@ -331,7 +376,7 @@ public actor PostgresConnection {
                 throw PostgresError(
                     .unexpectedResult, "COPY with STDIN or STDOUT is not supported here; the connection was closed",
                     hint: "load or export data with psql's \\copy, or with INSERT … SELECT and SELECT",
-                    context: configuration.target.hostAndPort)
+                    context: server)
             default:
                 break
             }
@@ -350,9 +395,9 @@ public actor PostgresConnection {
     private func unwatchable(_ failure: Int32) -> PostgresError {
         let error = PostgresError(
             .connectionLost,
-            "lost the connection to PostgreSQL at \(configuration.target.hostAndPort): cannot watch its socket (\(String(cString: strerror(failure))))",
+            "lost the connection to PostgreSQL at \(server): cannot watch its socket (\(String(cString: strerror(failure))))",
             hint: "the process may be out of file descriptors or epoll watches (fs.epoll.max_user_watches)",
-            context: configuration.target.hostAndPort)
+            context: server)
         close()
         return error
     }
@@ -407,17 +452,17 @@ public actor PostgresConnection {
         PostgresError(
             .server, result.errorField("M") ?? "the server reported an error", sqlState: result.errorField("C"),
             detail: result.errorField("D"), hint: result.errorField("H"), constraint: result.errorField("n"),
-            context: configuration.target.hostAndPort)
+            context: server)
     }
 
     private func connectionProblem(_ connection: OpaquePointer, sqlState: String? = nil) -> PostgresError {
         let error = PostgresError(
             .connectionLost,
-            "lost the connection to PostgreSQL at \(configuration.target.hostAndPort): \(Self.connectionMessage(connection))",
+            "lost the connection to PostgreSQL at \(server): \(Self.connectionMessage(connection))",
             sqlState: sqlState,
             hint: "the server may have restarted; retry the operation",
-            context: configuration.target.hostAndPort)
-        logger.warning("postgres connection lost", metadata: ["postgres.target": "\(configuration.target.hostAndPort)"])
+            context: server)
+        logger.warning("postgres connection lost", metadata: ["postgres.target": "\(server)"])
         close()
         return error
     }
@@ -593,11 +638,18 @@ extension PostgresConfiguration {
     /// Started with `PQconnectStartParams` so that `notices` receives what the server says from
     /// the first message on (a notice during the login would otherwise reach stderr raw), then
     /// driven with `PQconnectPoll` — which does not apply `connect_timeout`, so it is applied
-    /// here: that long without progress ends the attempt, as libpq's own loop would.
-    func openNativeConnection(notices: NoticeLog) -> NativeConnection {
-        let keys = ["connect_timeout", "application_name", "dbname"]
-        let values = [String(connectTimeoutSeconds), applicationName, connectionString]
-        // Defaults come first so that the URL's own settings, expanded from `dbname`, win.
+    /// here: that long without progress ends the attempt with that server and, as libpq's own
+    /// loop does, moves on to the next one the connection string names (a server whose machine
+    /// is gone answers nothing at all; the promoted standby may be next in the list).
+    func openNativeConnection(notices: NoticeLog, remaining servers: (hosts: String, ports: String)? = nil) -> NativeConnection {
+        var keys = ["connect_timeout", "application_name", "dbname"]
+        var values = [String(connectTimeoutSeconds), applicationName, connectionString]
+        // Defaults come first so that the URL's own settings, expanded from `dbname`, win; the
+        // servers still to try, after one timed out, come last and win over the URL's.
+        if let servers {
+            keys += ["host", "port"]
+            values += [servers.hosts, servers.ports]
+        }
         let native = NativeConnection(withCStringArray(keys) { keyPointers in
             withCStringArray(values) { valuePointers in
                 PQconnectStartParams(keyPointers, valuePointers, 1)
@@ -618,12 +670,34 @@ extension PostgresConfiguration {
             var ready: Int32
             repeat { ready = poll(&socket, 1, patience) } while ready < 0 && errno == EINTR
             guard ready > 0 else {
+                if let next = Self.serversAfterCurrent(connection) {
+                    return openNativeConnection(notices: notices, remaining: next)
+                }
                 native.timedOutAfter = patience
                 break
             }
             state = PQconnectPoll(connection)
         }
         return native
+    }
+
+    /// The hosts and ports after the one `connection` is trying, in libpq's list form, or nil
+    /// when it is the last (or the servers are given as `hostaddr`, left to libpq alone).
+    static func serversAfterCurrent(_ connection: OpaquePointer) -> (hosts: String, ports: String)? {
+        guard let current = PQhost(connection).map({ String(cString: $0) }),
+              let currentPort = PQport(connection).map({ String(cString: $0) }),
+              let options = PQconninfo(connection)
+        else { return nil }
+        defer { PQconninfoFree(options) }
+        let values = settings(options)
+        guard let hostList = values["host"], (values["hostaddr"] ?? "").isEmpty else { return nil }
+        let hosts = hostList.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        var ports = (values["port"] ?? "").split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        if ports.count != hosts.count { ports = Array(repeating: ports.first ?? "", count: hosts.count) }
+        guard let index = hosts.indices.first(where: { hosts[$0] == current && (ports[$0] == currentPort || ports[$0].isEmpty) }),
+              index + 1 < hosts.count
+        else { return nil }
+        return (hosts[(index + 1)...].joined(separator: ","), ports[(index + 1)...].joined(separator: ","))
     }
 }
 

@@ -5,8 +5,10 @@ import Synchronization
 /// A bounded pool of `PostgresConnection`s.
 ///
 /// Connections open lazily up to `maximumConnections`; a caller waits at most `acquireTimeout`
-/// for one to become free. A connection that broke (server restart, network) is closed and
-/// replaced on the next acquire; one that sat idle is checked before reuse.
+/// for one to become free, and as long for a new one to open (to whichever server accepts it,
+/// when the configuration names several: after a failover, the promoted one). A connection that
+/// broke (server restart, network) is closed and replaced on the next acquire; one that sat
+/// idle is checked before reuse.
 /// Run the pool in a `ServiceGroup` (or call `close()`) so that connections close at shutdown.
 ///
 /// The pool's books are a lock, not an actor: taking an idle connection and giving it back are
@@ -107,7 +109,7 @@ public final class PostgresPool: Service, Sendable {
                 await discard(connection)
             case .open:
                 do {
-                    return try await PostgresConnection.connect(configuration.connection, logger: logger)
+                    return try await PostgresConnection.connect(configuration.connection, logger: logger, within: configuration.acquireTimeout)
                 } catch {
                     freeSlot()
                     throw error

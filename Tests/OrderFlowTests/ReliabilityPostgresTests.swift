@@ -43,64 +43,16 @@ struct ReliabilityPostgresTests {
     private func scenario(server: LocalPostgres, url: String) async throws {
         let database = try PostgresConfiguration(url)
         _ = try await Schema.migrate(database)
-        var engineConfiguration = OrderFlowConfiguration(database: database, maximumConnections: 8)
-        engineConfiguration.acquireTimeout = .seconds(2)
-        let engine = OrderFlowEngine(configuration: engineConfiguration)
-        _ = try await engine.applyWorkflow(yaml: WorkerHarness.tickerWorkflow, file: "ticker.yaml")
-
-        let key = P256.Signing.PrivateKey()
-        let apns = try LocalAPNSServer(configuration: .init(
-            signingKeys: [.init(keyID: WorkerHarness.keyID, teamID: WorkerHarness.teamID, publicKey: key.publicKey)]))
-        try await apns.start()
-        let client = try APNSClient(
-            configuration: APNSClientConfiguration(
-                environment: .custom(baseURL: apns.baseURL, trustRootsPEM: apns.trustRootPEM),
-                credentials: .init(key: .pem(key.pemRepresentation), keyID: WorkerHarness.keyID, teamID: WorkerHarness.teamID)),
-            logger: Logger(label: "apns", factory: { _ in SwiftLogNoOpLogHandler() }))
-
+        let rig = try await PostgresFaultRig.start(database, workerID: "restart")
+        let engine = rig.engine
         let orderIDs = (0..<Self.clients).flatMap { client in (0..<Self.ordersPerClient).map { "P\(client)-\($0)" } }
-        let tokens = orderIDs.indices.map { EngineFixture.token(8000 + $0) }
-        for (orderID, token) in zip(orderIDs, tokens) {
-            _ = try await engine.createOrder(NewOrder(orderID: orderID, workflow: "ticker", attributes: ["label": .string(orderID)]))
-            try await engine.registerActivityToken(orderID: orderID, deviceID: "phone", token: token)
-        }
-
-        // The worker as in production: a pool of its own and LISTEN for the engine's wake-ups.
-        let workerPool = PostgresPool(.init(connection: database, maximumConnections: 4, acquireTimeout: .seconds(2)))
-        let listener = PostgresListener(
-            configuration: database, channels: [OrderFlowEngine.wakeChannel],
-            logger: Logger(label: "listen", factory: { _ in SwiftLogNoOpLogHandler() }))
-        let worker = RunningWorker(OrderFlowWorker(
-            configuration: WorkerConfiguration(
-                bundleID: WorkerHarness.bundleID, workerID: "restart", lease: .seconds(5),
-                minimumPushInterval: .milliseconds(100), maximumAttempts: 8,
-                backoffBase: .milliseconds(50), backoffCap: .milliseconds(500), queueDepthSampleInterval: nil),
-            pool: workerPool, sender: client, listener: listener,
-            logger: Logger(label: "worker", factory: { _ in SwiftLogNoOpLogHandler() }),
-            metricsFactory: NOOPMetricsHandler.instance), listener: listener)
+        let tokens = try await rig.createOrders(orderIDs, firstToken: 8000)
 
         // The load: eight clients, each taking its five orders through eleven steps, one step
         // every 60 ms, retrying with the same idempotency key while the database is away.
-        let errors = LockedValue<[String: Int]>([:])
-        let acknowledged = LockedValue<[String: [Int]]>([:])
+        let load = TickerLoad()
         let started = ContinuousClock.now
-        let load = Task {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for client in 0..<Self.clients {
-                    group.addTask {
-                        for step in 1...11 {
-                            for index in 0..<Self.ordersPerClient {
-                                let orderID = "P\(client)-\(index)"
-                                let result = try await Self.advanceRetrying(engine, orderID, step: step, errors: errors)
-                                acknowledged.withLock { $0[orderID, default: []].append(result.transition.seq) }
-                            }
-                            try await Task.sleep(for: .milliseconds(60))
-                        }
-                    }
-                }
-                try await group.waitForAll()
-            }
-        }
+        let running = Task { try await load.run(engine, orders: orderIDs.chunks(of: Self.ordersPerClient)) }
         try await Task.sleep(for: .milliseconds(700))
         try await server.stop()
         let downAt = ContinuousClock.now
@@ -108,7 +60,7 @@ struct ReliabilityPostgresTests {
         let restartedURL = try await server.start()
         #expect(restartedURL == url, "the cluster came back on another port")
         let downFor = ContinuousClock.now - downAt
-        try await load.value
+        try await running.value
         let loadSeconds = (ContinuousClock.now - started).inSeconds
 
         // Everything the clients were told is committed, is there: every order done, its
@@ -117,55 +69,26 @@ struct ReliabilityPostgresTests {
             let history = try await engine.history(orderID)
             #expect(history.order.state == "done", "\(orderID) is in \(history.order.state)")
             #expect(history.transitions.map(\.seq) == Array(1...12), "\(orderID): \(history.transitions.map(\.seq))")
-            let seen = acknowledged.withLock { $0[orderID] ?? [] }
+            let seen = load.acknowledged.withLock { $0[orderID] ?? [] }
             #expect(seen == Array(2...12), "\(orderID) acknowledged \(seen)")
         }
-        let seenErrors = errors.value
+        let seenErrors = load.errors.value
         #expect(!seenErrors.isEmpty, "no client ever saw the database down")
 
-        try await eventually("the worker drains the queue after the restart", timeout: .seconds(40)) {
-            try await engine.pool.query(PostgresQuery("SELECT count(*) AS n FROM activity_commands")).single().decode("n", as: Int.self) == 0
-        }
-        try await worker.stop()
-        let deadLetters: Int = try await engine.pool.query(PostgresQuery(
-            "SELECT count(*) AS n FROM deliveries WHERE outcome = 'dead'")).single().decode("n")
-        let audit = DeliveryAudit(
+        try await rig.waitUntilDrained(timeout: .seconds(40))
+        let deadLetters = try await rig.deadLetters()
+        let audit = rig.audit(
             scenario: "PostgreSQL fast shutdown and restart",
             load: "\(Self.clients) clients, \(orderIDs.count) orders, \(orderIDs.count * 11) transitions in \(String(format: "%.1f", loadSeconds)) s",
             faults: "server down \(String(format: "%.1f", downFor.inSeconds)) s",
-            tokens: tokens, pushes: apns.pushes(),
+            tokens: tokens,
             notes: [
                 "errors seen by clients while down \(seenErrors.values.reduce(0, +)), all retryable",
                 "committed transitions lost 0", "dead letters \(deadLetters)",
-            ],
-            isFinal: { $0.event == "end" && $0.content?["step"]?.integerValue == 11 })
+            ])
         audit.report()
         #expect(audit.lost == 0, "\(audit)")
         #expect(deadLetters == 0)
-
-        try? await client.shutdown()
-        try? await apns.stop()
-        await workerPool.close()
-        await engine.shutdown()
-    }
-
-    /// Advances with an idempotency key, retrying while the database is unavailable; any other
-    /// error fails the test. The message must say what happened and that a retry is safe.
-    static func advanceRetrying(
-        _ engine: OrderFlowEngine, _ orderID: String, step: Int, errors: LockedValue<[String: Int]>
-    ) async throws -> AdvanceResult {
-        let key = "\(orderID)-step-\(step)"
-        let deadline = ContinuousClock.now + .seconds(30)
-        while true {
-            do {
-                return try await engine.advance(orderID, to: step == 11 ? "done" : "s\(step)", idempotencyKey: key)
-            } catch let error as OrderFlowError where error.code == .databaseUnavailable {
-                #expect(error.message.contains("retry"), "not a clear retryable error: \(error.message)")
-                #expect(!error.message.contains("password"), "\(error.message)")
-                errors.withLock { $0[String(error.message.prefix(60)), default: 0] += 1 }
-                guard ContinuousClock.now < deadline else { throw error }
-                try await Task.sleep(for: .milliseconds(100))
-            }
-        }
+        try await rig.shutdown()
     }
 }

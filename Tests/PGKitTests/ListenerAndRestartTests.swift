@@ -253,7 +253,7 @@ private struct RunningListener {
 
 /// A TCP socket on 127.0.0.1 that accepts connections (the kernel completes the handshake)
 /// and never answers; closed when released.
-private final class SilentServer {
+final class SilentServer {
     let socket: Int32
     let port: UInt16
 
