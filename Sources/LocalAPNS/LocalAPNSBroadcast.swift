@@ -15,7 +15,7 @@ public struct LocalAPNSBroadcast: Sendable {
     public let payload: JSONValue
     public let rawPayload: [UInt8]
     /// The devices subscribed to the channel when it arrived: one request, this many deliveries.
-    public let subscribers: [String]
+    public let subscribers: Set<String>
     public let receivedAt: Date
 
     public var aps: JSONValue? { self.payload["aps"] }
@@ -32,7 +32,7 @@ public struct LocalAPNSChannel: Sendable, Hashable {
 struct BroadcastState {
     var channels: [String: LocalAPNSChannel] = [:]
     /// Device ids by channel id: the devices a broadcast fans out to.
-    var subscribers: [String: [String]] = [:]
+    var subscribers: [String: Set<String>] = [:]
     var broadcasts: [LocalAPNSBroadcast] = []
     var broadcastCount = 0
     var deliveryCount = 0
@@ -200,9 +200,7 @@ extension LocalAPNSServer {
     /// Subscribes a device to a channel, as an app does with `pushType: .channel(id)` or a
     /// push-to-start with `input-push-channel`: each broadcast on the channel then reaches it.
     public func subscribe(device: String, toChannel channelID: String) {
-        self.core.broadcastState.withLock { state in
-            if state.subscribers[channelID]?.contains(device) != true { state.subscribers[channelID, default: []].append(device) }
-        }
+        _ = self.core.broadcastState.withLock { $0.subscribers[channelID, default: []].insert(device) }
     }
 
     /// The channels that exist now.
