@@ -15,11 +15,12 @@ import NIOSSL
 /// Call ``shutdown()`` before the client is released.
 public final class APNSClient: Sendable {
     public let configuration: APNSClientConfiguration
-    private let httpClient: HTTPClient
-    private let providerTokens: any APNSProviderTokenSource
-    private let inFlight: AsyncSemaphore
+    // Internal rather than private: the broadcast and channel requests (APNSClient+Broadcast.swift) use them too.
+    let httpClient: HTTPClient
+    let providerTokens: any APNSProviderTokenSource
+    let inFlight: AsyncSemaphore
     private let devicePathPrefix: String
-    private let logger: Logger
+    let logger: Logger
 
     /// Creates a client; loads and checks the signing key at once.
     ///
@@ -160,12 +161,13 @@ public final class APNSClient: Sendable {
         return APNSSendResult(apnsID: answeredID ?? apnsID, status: Int(response.status.code))
     }
 
-    private func failure(
+    func failure(
         for response: HTTPClientResponse,
         body: ByteBuffer,
         apnsID: UUID,
         providerToken: APNSProviderToken,
-        redactedToken: String
+        redactedToken: String,
+        channelID: String? = nil
     ) -> APNSError {
         let status = Int(response.status.code)
         let decoded = try? JSONDecoder().decode(ErrorBody.self, from: Data(body.readableBytesView))
@@ -192,7 +194,8 @@ public final class APNSClient: Sendable {
             timestamp: timestamp,
             apnsID: apnsID,
             redactedDeviceToken: redactedToken,
-            action: action
+            action: action,
+            channelID: channelID
         )
     }
 

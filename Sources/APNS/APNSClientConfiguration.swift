@@ -107,6 +107,13 @@ public struct APNSClientConfiguration: Sendable {
     public var maximumConcurrentRequests: Int
     /// How long one provider token is reused. Default 50 minutes; kept between 20 and 55.
     public var providerTokenRefreshInterval: Duration
+    /// Where broadcasts go (`POST /4/broadcasts/apps/<bundle id>`), without a trailing slash;
+    /// `nil`: the environment's push host, as Apple documents. Apple's sample also shows an
+    /// `api-broadcast.…` host, hence the setting.
+    public var broadcastURLOverride: String? = nil
+    /// Where channel requests go; `nil`: the environment's management host
+    /// (``Environment/channelManagementBaseURL``).
+    public var channelManagementURLOverride: String? = nil
 
     public init(
         environment: Environment,

@@ -18,6 +18,20 @@ public enum APNSErrorReason: Sendable, Hashable, CustomStringConvertible {
     case missingTopic
     case payloadEmpty
     case topicDisallowed
+    // 400, broadcast and channel management (iOS 18)
+    /// A broadcast without the `apns-channel-id` header.
+    case missingChannelId
+    /// The `apns-channel-id` is not a channel id (not base64, or of the wrong form).
+    case badChannelId
+    /// The channel does not exist (never created, deleted, or of the other environment).
+    case channelNotRegistered
+    /// A broadcast or channel request without `apns-push-type` (or `push-type`).
+    case missingPushType
+    /// `message-storage-policy` is not 0 or 1, or does not allow what was asked (a non-zero
+    /// `apns-expiration` on a channel that stores nothing).
+    case invalidPolicy
+    /// The app has 10,000 channels in this environment already: delete ended ones.
+    case cannotCreateChannelConfig
     // 403
     case badCertificate
     case badCertificateEnvironment
@@ -49,7 +63,8 @@ public enum APNSErrorReason: Sendable, Hashable, CustomStringConvertible {
     public static let documented: [APNSErrorReason] = [
         .badCollapseId, .badDeviceToken, .badExpirationDate, .badMessageId, .badPriority, .badTopic,
         .deviceTokenNotForTopic, .duplicateHeaders, .idleTimeout, .invalidPushType, .missingDeviceToken,
-        .missingTopic, .payloadEmpty, .topicDisallowed, .badCertificate, .badCertificateEnvironment,
+        .missingTopic, .payloadEmpty, .topicDisallowed, .missingChannelId, .badChannelId, .channelNotRegistered,
+        .missingPushType, .invalidPolicy, .cannotCreateChannelConfig, .badCertificate, .badCertificateEnvironment,
         .expiredProviderToken, .forbidden, .invalidProviderToken, .missingProviderToken,
         .unrelatedKeyIdInToken, .badEnvironmentKeyInToken, .badPath, .methodNotAllowed, .expiredToken,
         .unregistered, .payloadTooLarge, .tooManyProviderTokenUpdates, .tooManyRequests,
@@ -82,6 +97,12 @@ public enum APNSErrorReason: Sendable, Hashable, CustomStringConvertible {
         case .missingTopic: "MissingTopic"
         case .payloadEmpty: "PayloadEmpty"
         case .topicDisallowed: "TopicDisallowed"
+        case .missingChannelId: "MissingChannelId"
+        case .badChannelId: "BadChannelId"
+        case .channelNotRegistered: "ChannelNotRegistered"
+        case .missingPushType: "MissingPushType"
+        case .invalidPolicy: "InvalidPolicy"
+        case .cannotCreateChannelConfig: "CannotCreateChannelConfig"
         case .badCertificate: "BadCertificate"
         case .badCertificateEnvironment: "BadCertificateEnvironment"
         case .expiredProviderToken: "ExpiredProviderToken"
@@ -114,8 +135,12 @@ public enum APNSErrorReason: Sendable, Hashable, CustomStringConvertible {
             return .tokenDead
         case .badCollapseId, .badExpirationDate, .badMessageId, .badPriority, .badTopic,
             .deviceTokenNotForTopic, .duplicateHeaders, .invalidPushType, .missingDeviceToken,
-            .missingTopic, .payloadEmpty, .topicDisallowed, .badPath, .methodNotAllowed:
+            .missingTopic, .payloadEmpty, .topicDisallowed, .badPath, .methodNotAllowed,
+            .missingChannelId, .badChannelId, .missingPushType, .invalidPolicy, .cannotCreateChannelConfig:
             return .configurationError
+        case .channelNotRegistered:
+            // The channel is gone: like a dead token, for everyone who followed it.
+            return .tokenDead
         case .expiredProviderToken:
             return .refreshProviderToken
         case .badCertificate, .badCertificateEnvironment, .forbidden, .invalidProviderToken,

@@ -24,6 +24,8 @@ public struct APNSError: APNSSendFailure, Hashable {
     public let redactedDeviceToken: String
     /// What the sender should do; see ``APNSErrorReason/action(status:retryAfter:)``.
     public let action: APNSFailureAction
+    /// The channel of a refused broadcast or channel request (channel ids are not secret).
+    public let channelID: String?
 
     public init(
         status: Int,
@@ -31,7 +33,8 @@ public struct APNSError: APNSSendFailure, Hashable {
         timestamp: Date? = nil,
         apnsID: UUID? = nil,
         redactedDeviceToken: String,
-        action: APNSFailureAction? = nil
+        action: APNSFailureAction? = nil,
+        channelID: String? = nil
     ) {
         self.status = status
         self.reason = reason
@@ -39,10 +42,16 @@ public struct APNSError: APNSSendFailure, Hashable {
         self.apnsID = apnsID
         self.redactedDeviceToken = redactedDeviceToken
         self.action = action ?? reason.action(status: status)
+        self.channelID = channelID
     }
 
     public var description: String {
-        let what = "APNs rejected the notification for device token \(self.redactedDeviceToken) with \(self.status) \(self.reason.rawValue)"
+        let target = switch self.channelID {
+        case nil: "notification for device token \(self.redactedDeviceToken)"
+        case ""?: "channel request"
+        case let channelID?: "request for channel \(channelID)"
+        }
+        let what = "APNs rejected the \(target) with \(self.status) \(self.reason.rawValue)"
         return "\(what): \(self.advice)"
     }
 
@@ -75,6 +84,16 @@ public struct APNSError: APNSSendFailure, Hashable {
         case .badCertificate, .badCertificateEnvironment, .forbidden, .invalidProviderToken,
             .missingProviderToken, .unrelatedKeyIdInToken, .badEnvironmentKeyInToken:
             return "the team's credentials were refused; check the key id, team id, .p8 key and environment, then resume sending for the team."
+        case .missingChannelId, .badChannelId:
+            return "a broadcast needs the apns-channel-id header with the base64 id APNs gave when the channel was created; fix the request."
+        case .channelNotRegistered:
+            return "the channel does not exist in this environment (deleted, never created, or a sandbox channel sent to production); create a new one for the event."
+        case .missingPushType:
+            return "a broadcast and a channel need the Live Activity push type; fix the request."
+        case .invalidPolicy:
+            return "the message storage policy must be 0 or 1, and a channel with policy 0 takes only apns-expiration 0; fix the request."
+        case .cannotCreateChannelConfig:
+            return "the app has the most channels APNs allows (10,000 per environment); delete the channels of ended events."
         case .unknown:
             return "an unknown reason; classified as \(self.action) from the status code."
         default:
@@ -118,6 +137,10 @@ public struct APNSRequestError: APNSSendFailure, Hashable {
         case missingTopic
         /// The payload is empty.
         case emptyPayload
+        /// A broadcast's channel id is not base64 text.
+        case invalidChannelID
+        /// A broadcast's `apns-expiration` is negative.
+        case invalidExpiration
     }
 
     public let code: Code
@@ -128,6 +151,7 @@ public struct APNSRequestError: APNSSendFailure, Hashable {
         case .invalidDeviceToken: .tokenDead
         case .missingTopic: .configurationError
         case .emptyPayload: .payloadRejected
+        case .invalidChannelID, .invalidExpiration: .configurationError
         }
     }
 

@@ -30,4 +30,6 @@ public struct APNSPayloadError: Error, Hashable, Sendable, CustomStringConvertib
 public enum APNSLimits {
     /// The largest payload APNs accepts for a notification, in bytes (the whole JSON body).
     public static let maximumPayloadSize = 4096
+    /// The largest payload of a broadcast to a channel (iOS 18), in bytes.
+    public static let maximumBroadcastPayloadSize = 5120
 }

@@ -217,6 +217,9 @@ public struct LiveActivityPayload: Sendable, Hashable {
     public var attributes: APNSJSONObject?
     /// On start (iOS 18): ask the started activity to report a fresh update token.
     public var inputPushToken: Bool
+    /// On start (iOS 18): the broadcast channel the started activity subscribes to
+    /// (`input-push-channel`), for an activity that many devices follow.
+    public var inputPushChannel: String?
 
     public init(
         event: Event,
@@ -228,7 +231,8 @@ public struct LiveActivityPayload: Sendable, Hashable {
         relevanceScore: Double? = nil,
         attributesType: String? = nil,
         attributes: APNSJSONObject? = nil,
-        inputPushToken: Bool = false
+        inputPushToken: Bool = false,
+        inputPushChannel: String? = nil
     ) {
         self.event = event
         self.timestamp = timestamp
@@ -240,6 +244,7 @@ public struct LiveActivityPayload: Sendable, Hashable {
         self.attributesType = attributesType
         self.attributes = attributes
         self.inputPushToken = inputPushToken
+        self.inputPushChannel = inputPushChannel
     }
 
     /// Starts an activity remotely (push-to-start, sent to the push-to-start token).
@@ -348,12 +353,13 @@ public struct LiveActivityPayload: Sendable, Hashable {
     ///
     /// - Throws: ``APNSPayloadError`` when a start lacks its alert or attributes, a start or update
     ///   lacks its content state, a number is not finite, or the body exceeds 4096 bytes.
-    public func encoded() throws -> Data {
+    /// `limit` is ``APNSLimits/maximumBroadcastPayloadSize`` for a broadcast.
+    public func encoded(limit: Int = APNSLimits.maximumPayloadSize) throws -> Data {
         try self.validate()
         let body = self.body
         let size = body.byteCount
-        guard size <= APNSLimits.maximumPayloadSize else {
-            throw APNSPayloadError.tooLarge(size: size)
+        guard size <= limit else {
+            throw APNSPayloadError.tooLarge(size: size, limit: limit)
         }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(size)
@@ -374,7 +380,7 @@ public struct LiveActivityPayload: Sendable, Hashable {
             staleDate: staleDate.map { .value(.int(Self.epochSeconds($0))) },
             dismissalDate: dismissalDate.map { .value(.int(Self.epochSeconds($0))) },
             relevanceScore: relevanceScore, attributesType: attributesType,
-            attributes: attributes.map(PayloadMember.encoded), inputPushToken: inputPushToken)
+            attributes: attributes.map(PayloadMember.encoded), inputPushToken: inputPushToken, inputPushChannel: inputPushChannel)
     }
 
     /// The payload format, in one place: ``encoded()`` and ``maximumSize(event:contentState:alert:staleDate:dismissalDate:relevanceScore:attributesType:attributes:inputPushToken:)``
@@ -382,7 +388,7 @@ public struct LiveActivityPayload: Sendable, Hashable {
     static func body(
         event: Event, timestamp: PayloadMember, contentState: PayloadMember?, alert: PayloadMember?,
         staleDate: PayloadMember?, dismissalDate: PayloadMember?, relevanceScore: Double?, attributesType: String?,
-        attributes: PayloadMember?, inputPushToken: Bool
+        attributes: PayloadMember?, inputPushToken: Bool, inputPushChannel: String? = nil
     ) -> PayloadMember {
         var aps: [(String, PayloadMember)] = [("timestamp", timestamp), ("event", .value(.string(event.rawValue)))]
         if let contentState { aps.append(("content-state", contentState)) }
@@ -393,6 +399,7 @@ public struct LiveActivityPayload: Sendable, Hashable {
         if let attributesType { aps.append(("attributes-type", .value(.string(attributesType)))) }
         if let attributes { aps.append(("attributes", attributes)) }
         if inputPushToken { aps.append(("input-push-token", .value(.int(1)))) }
+        if let inputPushChannel { aps.append(("input-push-channel", .value(.string(inputPushChannel)))) }
         return .object([("aps", .object(aps))])
     }
 

@@ -11,6 +11,8 @@ struct LocalAPNSReply: Sendable {
     var apnsID: String
     var body: [UInt8]?
     var delay: Duration?
+    /// Response headers beyond `:status` and `apns-id` (`apns-channel-id`, `apns-unique-id`).
+    var headers: [(name: String, value: String)] = []
 }
 
 /// Verifies requests as APNs does, applies injected faults and records what it accepted.
@@ -21,6 +23,8 @@ final class LocalAPNSCore: Sendable {
     private let providerTokens = Mutex(ProviderTokenCache())
     private let faults = Mutex(FaultState())
     private let records = Mutex(RecordState())
+    /// Channels, their subscribers and the broadcasts sent to them (LocalAPNSBroadcast.swift).
+    let broadcastState = Mutex(BroadcastState())
 
     init(configuration: LocalAPNSServer.Configuration) {
         self.configuration = configuration
@@ -39,6 +43,9 @@ final class LocalAPNSCore: Sendable {
     func respond(method: HTTPMethod, uri: String, headers: HTTPHeaders, body: ByteBuffer?, bodySize: Int) -> LocalAPNSReply {
         let now = Date()
         let path = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? uri
+        if path.hasPrefix(Self.channelPathPrefix) || path.hasPrefix(Self.broadcastPathPrefix) {
+            return self.respondToBroadcastAPI(method: method, path: path, headers: headers, body: body, bodySize: bodySize, now: now)
+        }
         let deviceToken = path.hasPrefix(Self.devicePathPrefix) ? String(path.dropFirst(Self.devicePathPrefix.count)) : ""
 
         var apnsID = UUID().uuidString.lowercased()
@@ -208,7 +215,7 @@ final class LocalAPNSCore: Sendable {
     }
 
     /// What APNs or the device would refuse in a Live Activity `aps`, or `nil`.
-    private static func liveActivityProblem(_ aps: [String: JSONValue]) -> String? {
+    static func liveActivityProblem(_ aps: [String: JSONValue]) -> String? {
         guard aps["timestamp"]?.integerValue != nil else {
             return "aps.timestamp must be an integer (epoch seconds)"
         }
@@ -255,7 +262,7 @@ final class LocalAPNSCore: Sendable {
         return isEmptyText(alert["title"]) && isEmptyText(alert["body"])
     }
 
-    private static func errorBody(reason: String, timestamp: Int64? = nil, detail: String? = nil) -> [UInt8] {
+    static func errorBody(reason: String, timestamp: Int64? = nil, detail: String? = nil) -> [UInt8] {
         var members = ["\"reason\":" + quoted(reason)]
         if let timestamp { members.append("\"timestamp\":\(timestamp)") }
         // `detail` is the stand-in's own addition, to say which check failed.
@@ -426,7 +433,7 @@ final class LocalAPNSCore: Sendable {
 
     /// The fault to answer with, if any (rules for this token before rules for every token, in
     /// the order they were added), and the delay to apply.
-    private func takeFault(forToken deviceToken: String) -> (LocalAPNSFault?, Duration?) {
+    func takeFault(forToken deviceToken: String) -> (LocalAPNSFault?, Duration?) {
         self.faults.withLock { state in
             if state.rules.isEmpty { return (nil, state.delay) }
             let now = ContinuousClock.now
@@ -479,7 +486,7 @@ final class LocalAPNSCore: Sendable {
         }
     }
 
-    private func recordRejection(_ rejection: LocalAPNSRejection) {
+    func recordRejection(_ rejection: LocalAPNSRejection) {
         self.records.withLock { state in
             state.rejectedCount += 1
             if self.configuration.recordsPushes || state.rejections.count < 10_000 {

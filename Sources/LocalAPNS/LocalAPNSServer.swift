@@ -80,7 +80,7 @@ public final class LocalAPNSServer: Sendable {
     /// The PEM of the CA that signed the server certificate: the client's trust root.
     public let trustRootPEM: String
 
-    private let core: LocalAPNSCore
+    let core: LocalAPNSCore
     private let certificates: LocalAPNSCertificates
     private let eventLoopGroup: any EventLoopGroup
     private let logger: Logger
@@ -349,6 +349,7 @@ final class LocalAPNSStreamHandler: ChannelInboundHandler {
         var headers = HPACKHeaders()
         headers.add(name: ":status", value: String(reply.status))
         headers.add(name: "apns-id", value: reply.apnsID)
+        for (name, value) in reply.headers { headers.add(name: name, value: value) }
         guard let body = reply.body else {
             context.writeAndFlush(self.wrapOutboundOut(.headers(.init(headers: headers, endStream: true))), promise: nil)
             return

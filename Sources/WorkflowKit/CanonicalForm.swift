@@ -9,8 +9,14 @@ extension Workflow {
             .object(Dictionary(uniqueKeysWithValues: fields.map { ($0.name, .string($0.type.spelling)) }))
         }
         func fieldList(_ fields: [FieldSpec]) -> JSONValue {
-            // Schema order matters for the generated Swift code, so it is kept.
-            .array(fields.map { ["name": .string($0.name), "type": .string($0.type.spelling)] })
+            // Schema order matters for the generated Swift code, so it is kept. A default and
+            // carry-over appear only when set, so that workflows without them keep their form.
+            .array(fields.map { field in
+                var entry: [String: JSONValue] = ["name": .string(field.name), "type": .string(field.type.spelling)]
+                if let value = field.defaultValue { entry["default"] = value }
+                if field.carriesOver { entry["carry-over"] = true }
+                return .object(entry)
+            })
         }
         func value(_ spec: ValueSpec) -> JSONValue {
             switch spec {
@@ -68,7 +74,7 @@ extension Workflow {
             }
             return .object(object)
         }
-        return [
+        var document: JSONValue = [
             "format": 1,
             "name": .string(name),
             "description": .string(description),
@@ -86,5 +92,11 @@ extension Workflow {
                 "on-time-limit": .string(lifecycle.onTimeLimit.rawValue),
             ],
         ]
+        // A struct type is spelled by its name in the schemas; its fields are here.
+        if !structTypes.isEmpty, case .object(var object) = document {
+            object["types"] = .array(structTypes.map { ["name": .string($0.name), "fields": fieldList($0.fields)] })
+            document = .object(object)
+        }
+        return document
     }
 }

@@ -15,7 +15,40 @@ enum CodeGenerator {
         case .enumeration: return enumTypeName(for: field)
         case .optional(let wrapped): return swiftType(wrapped, field: field) + "?"
         case .array(let element, _): return "[\(swiftType(element, field: field))]"
+        case .structure(let structure): return structure.name
         }
+    }
+
+    /// A field's `default` as a Swift expression of its type (`.received`, `"Go"`, `[]`, `nil`).
+    static func swiftLiteral(_ value: JSONValue, type: FieldType) -> String {
+        switch (type, value) {
+        case (.optional, .null): return "nil"
+        case (.optional(let wrapped), _): return swiftLiteral(value, type: wrapped)
+        case (.enumeration, .string(let text)): return "." + text
+        case (.array(let element, _), .array(let items)):
+            return "[" + items.map { swiftLiteral($0, type: element) }.joined(separator: ", ") + "]"
+        case (.string, .string(let text)):
+            var escaped = ""
+            for scalar in text.unicodeScalars {
+                switch scalar {
+                case "\\": escaped += "\\\\"
+                case "\"": escaped += "\\\""
+                case _ where scalar.value < 0x20 || scalar.value == 0x7F || (0x80...0x9F).contains(scalar.value):
+                    escaped += "\\u{\(String(scalar.value, radix: 16))}"
+                default: escaped.unicodeScalars.append(scalar)
+                }
+            }
+            return "\"" + escaped + "\""
+        case (.double, .int(let int)): return "\(int).0"
+        default: return value.jsonString
+        }
+    }
+
+    /// The nested struct of a type declared under `types:`.
+    static func structDeclaration(_ structure: StructType, indent: String) -> [String] {
+        ["\(indent)public struct \(structure.name): Codable, Hashable, Sendable {"]
+            + members(structure.fields, indent: indent + "    ")
+            + ["\(indent)}"]
     }
 
     static func members(_ fields: [FieldSpec], indent: String) -> [String] {
@@ -32,10 +65,14 @@ enum CodeGenerator {
             var comment = ""
             if case .string(let maxLength?) = field.type.nonOptional { comment = "  // at most \(maxLength) characters" }
             if case .array(_, let maxCount) = field.type.nonOptional { comment = "  // at most \(maxCount) elements" }
-            lines.append("\(indent)public var \(field.name): \(swiftType(field.type, field: field.name))\(comment)")
+            let initial = field.defaultValue.map { " = " + swiftLiteral($0, type: field.type) } ?? ""
+            lines.append("\(indent)public var \(field.name): \(swiftType(field.type, field: field.name))\(initial)\(comment)")
         }
         if !fields.isEmpty { lines.append("") }
-        let parameters = fields.map { "\($0.name): \(swiftType($0.type, field: $0.name))" }.joined(separator: ", ")
+        let parameters = fields.map { field in
+            "\(field.name): \(swiftType(field.type, field: field.name))"
+                + (field.defaultValue.map { " = " + swiftLiteral($0, type: field.type) } ?? "")
+        }.joined(separator: ", ")
         lines.append("\(indent)public init(\(parameters)) {")
         for field in fields { lines.append("\(indent)    self.\(field.name) = \(field.name)") }
         lines.append("\(indent)}")
@@ -55,8 +92,11 @@ extension Workflow {
             "import Foundation",
             "",
             "public struct \(attributesType): ActivityAttributes {",
-            "    public struct ContentState: Codable, Hashable, Sendable {",
         ]
+        for structure in structTypes {
+            lines += CodeGenerator.structDeclaration(structure, indent: "    ") + [""]
+        }
+        lines.append("    public struct ContentState: Codable, Hashable, Sendable {")
         lines += CodeGenerator.members(contentSchema, indent: "        ")
         lines += ["    }", ""]
         lines += CodeGenerator.members(attributesSchema, indent: "    ")

@@ -2,7 +2,8 @@
 ///
 /// Written in YAML in a compact form: `string`, `string(60)` (at most 60 characters), `int`,
 /// `double`, `bool`, `date`, `enum(a, b, c)`, a trailing `?` for optional (`date?`), and
-/// `[T]` or `[T; N]` for an array of at most N elements (10 when not given).
+/// `[T]` or `[T; N]` for an array of at most N elements (10 when not given), and the name of a
+/// struct type declared under `types:` (`Driver`).
 public indirect enum FieldType: Sendable, Hashable {
     case string(maxLength: Int?)
     case int
@@ -13,6 +14,8 @@ public indirect enum FieldType: Sendable, Hashable {
     case enumeration([String])
     case optional(FieldType)
     case array(FieldType, maxCount: Int)
+    /// A struct declared once under `types:`, generated as a nested Swift struct; a JSON object.
+    case structure(StructType)
 
     /// The element count assumed for an array without `; N`.
     public static let defaultArrayMaxCount = 10
@@ -26,6 +29,12 @@ public indirect enum FieldType: Sendable, Hashable {
     public var nonOptional: FieldType {
         if case .optional(let wrapped) = self { return wrapped }
         return self
+    }
+
+    /// The struct type of a struct field, optional or not.
+    public var structType: StructType? {
+        if case .structure(let structure) = nonOptional { return structure }
+        return nil
     }
 
     /// The type as written in a workflow file.
@@ -42,6 +51,7 @@ public indirect enum FieldType: Sendable, Hashable {
         case .array(let element, let maxCount):
             return maxCount == FieldType.defaultArrayMaxCount
                 ? "[\(element.spelling)]" : "[\(element.spelling); \(maxCount)]"
+        case .structure(let structure): return structure.name
         }
     }
 
@@ -56,6 +66,7 @@ public indirect enum FieldType: Sendable, Hashable {
         case .enumeration(let values): return "one of \(values.joined(separator: ", "))"
         case .optional(let wrapped): return wrapped.kindDescription + " or null"
         case .array(let element, _): return "an array of \(element.spelling)"
+        case .structure(let structure): return "a \(structure.name) object"
         }
     }
 }
@@ -64,10 +75,30 @@ public indirect enum FieldType: Sendable, Hashable {
 public struct FieldSpec: Sendable, Hashable {
     public var name: String
     public var type: FieldType
+    /// The value used when nothing sets the field (the app's `var status: Status = .received`):
+    /// a literal, in the form data is given in (never a date or a struct).
+    public var defaultValue: JSONValue?
+    /// A ContentState field that keeps its previous value unless a transition or state sets it.
+    public var carriesOver: Bool
 
-    public init(name: String, type: FieldType) {
+    public init(name: String, type: FieldType, defaultValue: JSONValue? = nil, carriesOver: Bool = false) {
         self.name = name
         self.type = type
+        self.defaultValue = defaultValue
+        self.carriesOver = carriesOver
+    }
+}
+
+/// A struct type declared once under `types:` and used by name in schemas; the app's nested
+/// Codable struct. Its fields may use only types declared before it, so types never nest in
+/// themselves.
+public struct StructType: Sendable, Hashable {
+    public var name: String
+    public var fields: [FieldSpec]
+
+    public init(name: String, fields: [FieldSpec]) {
+        self.name = name
+        self.fields = fields
     }
 }
 
@@ -78,9 +109,10 @@ extension FieldType {
         let message: String
     }
 
-    /// Parses `string(60)?`, `[enum(a, b); 3]`, … .
-    static func parse(_ text: String) throws(SyntaxError) -> FieldType {
-        var parser = TypeParser(text: Array(text.unicodeScalars))
+    /// Parses `string(60)?`, `[enum(a, b); 3]`, `[Driver; 3]`, … ; `structs` are the struct types
+    /// declared so far, by name.
+    static func parse(_ text: String, structs: [String: StructType] = [:]) throws(SyntaxError) -> FieldType {
+        var parser = TypeParser(text: Array(text.unicodeScalars), structs: structs)
         let type = try parser.parseType()
         parser.skipSpaces()
         guard parser.atEnd else {
@@ -92,9 +124,13 @@ extension FieldType {
 
 private struct TypeParser {
     let text: [Unicode.Scalar]
+    let structs: [String: StructType]
     var index = 0
 
-    init(text: [Unicode.Scalar]) { self.text = text }
+    init(text: [Unicode.Scalar], structs: [String: StructType]) {
+        self.text = text
+        self.structs = structs
+    }
 
     var atEnd: Bool { index >= text.count }
     var rest: String { String(String.UnicodeScalarView(text[index...])) }
@@ -188,11 +224,15 @@ private struct TypeParser {
             case "":
                 throw .init(message: "expected a type: string, string(N), int, double, bool, date, enum(a, b), T? or [T; N]")
             default:
-                let known = ["string", "int", "double", "bool", "date", "enum"]
+                if let structure = structs[name] {
+                    type = .structure(structure)
+                    break
+                }
+                let known = ["string", "int", "double", "bool", "date", "enum"] + structs.keys.sorted()
                 let hint = closestMatch(to: name, in: known).map { " (did you mean `\($0)`?)" } ?? ""
                 throw .init(
                     message:
-                        "unknown type `\(name)`\(hint); use string, string(N), int, double, bool, date, enum(a, b), T? or [T; N]"
+                        "unknown type `\(name)`\(hint); use string, string(N), int, double, bool, date, enum(a, b), T?, [T; N] or a struct type declared above under `types:`"
                 )
             }
         }

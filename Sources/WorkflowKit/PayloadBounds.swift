@@ -61,11 +61,7 @@ struct PayloadBounds {
         let scope = self.scope(inputs: workflow.lifecycle.startInputs)
         var (content, largest) = (0, nil as (name: String, bytes: Int)?)
         if let initial = workflow.state(named: workflow.initialState) {
-            var initialContent: [String: ValueSpec] = [:]
-            for field in workflow.contentSchema {
-                initialContent[field.name] = initial.content[field.name] ?? .literal(.null)
-            }
-            (content, largest) = contentBound(initialContent, scope: scope)
+            (content, largest) = contentBound(workflow.defaultContent(in: initial), scope: scope)
         }
         if workflow.lifecycle.onTimeLimit == .restart {
             for transition in workflow.transitions {
@@ -167,6 +163,7 @@ struct PayloadBounds {
         case .enumeration(let values): return (values.map(\.utf8.count).max() ?? 0) + 2
         case .optional(let wrapped): return max(4, jsonBound(wrapped))
         case .array(let element, let maxCount): return sum([2, product(maxCount, jsonBound(element)), max(0, maxCount - 1)])
+        case .structure(let structure): return object(structure.fields.map { ($0.name, jsonBound($0.type)) })
         }
     }
 
@@ -181,6 +178,8 @@ struct PayloadBounds {
         case .enumeration(let values): return values.map(\.utf8.count).max() ?? 0
         case .optional(let wrapped): return textBound(wrapped)
         case .array(let element, let maxCount): return sum([2, product(maxCount, sum([textBound(element), 4]))])
+        // Rendered as text, a struct is a dictionary's description: no longer than its JSON by much.
+        case .structure(let structure): return sum([object(structure.fields.map { ($0.name, textBound($0.type)) }), structure.fields.count * 4])
         }
     }
 

@@ -243,16 +243,27 @@ enum DataNormalizer {
             let hint = didYouMean(key, in: names)
             problems.append(.init(path: excerpt(key), message: "unknown field\(hint); expected fields: \(codeList(names))"))
         }
+        normalizeFields(object, schema: schema, path: "", allowRelativeDates: allowRelativeDates, reference: reference,
+                        into: &result, problems: &problems)
+        guard problems.isEmpty else { throw DataValidationError(subject: subject, problems: problems) }
+        return .object(result)
+    }
+
+    /// The fields of an object (the top level, or a struct at `path`): a field not given takes
+    /// its `default`.
+    static func normalizeFields(_ object: [String: JSONValue], schema: [FieldSpec], path: String, allowRelativeDates: Bool,
+                                reference: Date, into result: inout [String: JSONValue],
+                                problems: inout [DataValidationError.Problem])
+    {
         for field in schema {
-            let fieldValue = object[field.name] ?? .null
-            if let normalized = normalizeValue(fieldValue, type: field.type, path: field.name, allowRelativeDates: allowRelativeDates,
+            var fieldValue = object[field.name] ?? .null
+            if fieldValue.isNull, let defaultValue = field.defaultValue { fieldValue = defaultValue }
+            if let normalized = normalizeValue(fieldValue, type: field.type, path: path + field.name, allowRelativeDates: allowRelativeDates,
                                                reference: reference, problems: &problems)
             {
                 result[field.name] = normalized
             }
         }
-        guard problems.isEmpty else { throw DataValidationError(subject: subject, problems: problems) }
-        return .object(result)
     }
 
     static func normalizeValue(_ value: JSONValue, type: FieldType, path: String, allowRelativeDates: Bool, reference: Date,
@@ -332,6 +343,19 @@ enum DataNormalizer {
                 result.append(normalized)
             }
             return .array(result)
+        case .structure(let structure):
+            guard case .object(let object) = value else {
+                return problem("expected a \(structure.name) object with \(codeList(structure.fields.map(\.name))), got \(value.typeName)")
+            }
+            let names = structure.fields.map(\.name)
+            for key in object.keys.sorted() where !names.contains(key) {
+                problems.append(.init(path: "\(path).\(excerpt(key))",
+                                      message: "unknown field of \(structure.name)\(didYouMean(key, in: names)); expected fields: \(codeList(names))"))
+            }
+            var result: [String: JSONValue] = [:]
+            normalizeFields(object, schema: structure.fields, path: path + ".", allowRelativeDates: allowRelativeDates,
+                            reference: reference, into: &result, problems: &problems)
+            return .object(result)
         }
     }
 
@@ -430,9 +454,7 @@ extension Workflow {
         } else {
             let renderer = Renderer(workflow: self, attributes: attributes, input: input, inputSchema: inputs(into: stateName),
                                     previous: nil, time: time, context: context)
-            var content: [String: ValueSpec] = [:]
-            for field in contentSchema { content[field.name] = state.content[field.name] }
-            contentState = try renderer.content(content)
+            contentState = try renderer.content(defaultContent(in: state))
         }
         let update = RenderedActivityUpdate(
             event: state.isFinal ? .end : .update, state: stateName, contentState: contentState, alert: nil,
@@ -468,9 +490,7 @@ extension Workflow {
         if let previous, !previous.isNull {
             contentState = previous
         } else {
-            var content: [String: ValueSpec] = [:]
-            for field in contentSchema { content[field.name] = state.content[field.name] }
-            contentState = try renderer.content(content)
+            contentState = try renderer.content(defaultContent(in: state))
         }
         let alert = try lifecycle.startAlert.map { try renderer.alert($0) }
         let update = RenderedActivityUpdate(
@@ -528,14 +548,19 @@ struct Renderer {
         self.time = time
         self.context = context
         var variables: [String: JSONValue] = ["now": .string(DateValues.formatISO8601(time))]
-        func add(_ group: String, _ value: JSONValue?, schema: [FieldSpec]) {
+        // A struct's members too, by their full names (`input.leader.name`).
+        func add(_ prefix: String, _ value: JSONValue?, schema: [FieldSpec]) {
             for field in schema {
-                variables[group + "." + field.name] = Self.templateValue(value?[field.name] ?? .null, type: field.type, time: time)
+                let fieldValue = Self.templateValue(value?[field.name] ?? .null, type: field.type, time: time)
+                variables[prefix + field.name] = fieldValue
+                if let structure = field.type.structType {
+                    add(prefix + field.name + ".", fieldValue, schema: structure.fields)
+                }
             }
         }
-        add("attributes", attributes, schema: workflow.attributesSchema)
-        add("input", input, schema: inputSchema)
-        add("previous", previous, schema: workflow.contentSchema)
+        add("attributes.", attributes, schema: workflow.attributesSchema)
+        add("input.", input, schema: inputSchema)
+        add("previous.", previous, schema: workflow.contentSchema)
         self.variables = variables
     }
 
@@ -548,7 +573,10 @@ struct Renderer {
         for (name, value) in variables {
             guard let any = Self.foundation(value) else { continue }
             if let dot = name.firstIndex(of: "."), groups[String(name[..<dot])] != nil {
-                groups[String(name[..<dot])]![String(name[name.index(after: dot)...])] = any
+                let member = String(name[name.index(after: dot)...])
+                // A struct's members are inside the struct's own object already.
+                if member.contains(".") { continue }
+                groups[String(name[..<dot])]![member] = any
             } else {
                 root[name] = any
             }
@@ -571,6 +599,11 @@ struct Renderer {
             return .string(DateValues.formatISO8601(Date(timeIntervalSinceReferenceDate: value.doubleValue!)))
         case (.array(let element, _), .array(let items)):
             return .array(items.map { templateValue($0, type: element, time: time) })
+        case (.structure(let structure), .object(var object)):
+            for field in structure.fields {
+                if let member = object[field.name] { object[field.name] = templateValue(member, type: field.type, time: time) }
+            }
+            return .object(object)
         default:
             return value
         }
@@ -678,6 +711,16 @@ struct Renderer {
             }
             if elementsConverted { return value }
             return .array(try items.map { try convert($0, type: element, field: field) })
+        case .structure(let structure):
+            guard case .object(let object) = value else {
+                throw error(.typeMismatch, field, "expected a \(structure.name) object, got \(value.typeName)")
+            }
+            var result: [String: JSONValue] = [:]
+            for member in structure.fields {
+                result[member.name] = try convert(object[member.name] ?? member.defaultValue ?? .null, type: member.type,
+                                                  field: field + "." + member.name)
+            }
+            return .object(result)
         }
     }
 

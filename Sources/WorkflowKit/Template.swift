@@ -44,6 +44,16 @@ public struct Template: Sendable, Hashable, CustomStringConvertible {
         self.nodes = nodes
     }
 
+    /// `{{previous.field}}`: what a field that carries over shows when nothing sets it.
+    static func previousValue(of field: String) -> Template {
+        do {
+            return try Template("{{previous.\(field)}}")
+        } catch {
+            // Field names are Swift identifiers, checked when the file loads: this always parses.
+            preconditionFailure("`{{previous.\(field)}}` does not parse: \(error.message)")
+        }
+    }
+
     /// Renders the template straight from typed values — text, variables and sections over
     /// text, numbers, booleans and null, the templates workflows are made of — as swift-mustache
     /// renders them against the same values, without building its `[String: Any]` context and

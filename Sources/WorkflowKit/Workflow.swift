@@ -8,6 +8,8 @@ public struct Workflow: Sendable, Hashable {
     public var description: String
     /// The Swift type name of the app's `ActivityAttributes`.
     public var attributesType: String
+    /// The struct types declared under `types:`, in file order (each uses only earlier ones).
+    public var structTypes: [StructType]
     /// The static attributes given when an order is created.
     public var attributesSchema: [FieldSpec]
     /// The app's `ActivityAttributes.ContentState`.
@@ -51,7 +53,9 @@ public struct TransitionSpec: Sendable, Hashable, CustomStringConvertible {
     public var event: String?
     /// The data a caller passes with this transition, e.g. `eta: date`.
     public var inputs: [FieldSpec]
-    /// ContentState field → value, for every field the update sets (absent optional fields are null).
+    /// ContentState field → value, for every field the update sets (absent optional fields are null;
+    /// a field that carries over and is set by neither the transition nor the state is
+    /// `{{previous.field}}`).
     public var content: [String: ValueSpec]
     public var alert: AlertSpec?
     public var relevanceScore: Double?
@@ -247,6 +251,20 @@ extension Workflow {
     /// The transition with the given `id` (`from->to`).
     public func transition(id: String) -> TransitionSpec? {
         transitions.first { $0.id == id }
+    }
+
+    /// What the content of an order shown in `state` without a transition holds: the state's
+    /// `content`, else the field's `default`; fields with neither are absent (null).
+    public func defaultContent(in state: StateSpec) -> [String: ValueSpec] {
+        var content: [String: ValueSpec] = [:]
+        for field in contentSchema {
+            if let value = state.content[field.name] {
+                content[field.name] = value
+            } else if let value = field.defaultValue {
+                content[field.name] = .literal(value)
+            }
+        }
+        return content
     }
 
     public func state(named name: String) -> StateSpec? {

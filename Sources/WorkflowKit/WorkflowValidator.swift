@@ -8,23 +8,40 @@ struct TemplateScope {
     /// Why `previous.*` is unavailable, or nil when it is available.
     var previousUnavailable: String?
 
+    /// The type of `group.field`, or of a struct's member `group.field.member…`.
     func type(of variable: String) -> FieldType? {
         if variable == "now" { return .date }
         let parts = variable.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        guard parts.count == 2 else { return nil }
+        guard parts.count >= 2 else { return nil }
+        var type: FieldType
         switch parts[0] {
-        case "attributes": return attributes.first { $0.name == parts[1] }?.type
-        case "input": return inputs.first { $0.name == parts[1] }?.type
+        case "attributes":
+            guard let found = attributes.first(where: { $0.name == parts[1] })?.type else { return nil }
+            type = found
+        case "input":
+            guard let found = inputs.first(where: { $0.name == parts[1] })?.type else { return nil }
+            type = found
         case "previous":
-            guard previousUnavailable == nil, let type = content.first(where: { $0.name == parts[1] })?.type else { return nil }
-            return type.isOptional ? type : .optional(type)
+            guard previousUnavailable == nil, let found = content.first(where: { $0.name == parts[1] })?.type else { return nil }
+            type = found.isOptional ? found : .optional(found)
         default: return nil
         }
+        for member in parts.dropFirst(2) {
+            guard let structure = type.structType, let field = structure.fields.first(where: { $0.name == member }) else { return nil }
+            // A member of an optional struct is absent when the struct is.
+            type = type.isOptional && !field.type.isOptional ? .optional(field.type) : field.type
+        }
+        return type
     }
 
     var allNames: [String] {
-        attributes.map { "attributes.\($0.name)" } + inputs.map { "input.\($0.name)" }
-            + (previousUnavailable == nil ? content.map { "previous.\($0.name)" } : []) + ["now"]
+        func names(_ prefix: String, _ fields: [FieldSpec]) -> [String] {
+            fields.flatMap { field in
+                [prefix + field.name] + (field.type.structType.map { names(prefix + field.name + ".", $0.fields) } ?? [])
+            }
+        }
+        return names("attributes.", attributes) + names("input.", inputs)
+            + (previousUnavailable == nil ? names("previous.", content) : []) + ["now"]
     }
 }
 
@@ -34,6 +51,7 @@ struct WorkflowValidator {
     let name: String
     let description: String
     let attributesType: String
+    let structTypes: [StructType]
     let attributesSchema: [FieldSpec]
     let contentSchema: [FieldSpec]
     let statesPosition: SourcePosition
@@ -47,7 +65,8 @@ struct WorkflowValidator {
     /// Index in `states` by name: lookups stay cheap in workflows with thousands of states.
     let stateIndex: [String: Int]
 
-    init(parser: WorkflowParser, name: String, description: String, attributesType: String, attributesSchema: [FieldSpec],
+    init(parser: WorkflowParser, name: String, description: String, attributesType: String, structTypes: [StructType],
+         attributesSchema: [FieldSpec],
          contentSchema: [FieldSpec], statesPosition: SourcePosition, states: [ParsedState], transitions: [ParsedTransition],
          lifecycle: LifecycleSpec, lifecycleStartPosition: SourcePosition, startAlert: ParsedAlert?,
          dismissals: [String: Located<Dismissal>], timers: [ParsedTimer])
@@ -56,6 +75,7 @@ struct WorkflowValidator {
         self.name = name
         self.description = description
         self.attributesType = attributesType
+        self.structTypes = structTypes
         self.attributesSchema = attributesSchema
         self.contentSchema = contentSchema
         self.statesPosition = statesPosition
@@ -329,7 +349,8 @@ struct WorkflowValidator {
 
         guard parser.diagnostics.isEmpty, let initialName else { return nil }
         let workflow = Workflow(
-            name: name, description: description, attributesType: attributesType, attributesSchema: attributesSchema,
+            name: name, description: description, attributesType: attributesType, structTypes: structTypes,
+            attributesSchema: attributesSchema,
             contentSchema: contentSchema, states: states.map(\.spec), initialState: initialName, finalStates: finals,
             transitions: transitionSpecs, lifecycle: lifecycle, timers: timerSpecs)
 
@@ -339,18 +360,42 @@ struct WorkflowValidator {
             guard let spec = specs["\(from)->\(transition.to.value)"] else { continue }
             let size = bounds.update(spec)
             if size.total > APNSLimits.maximumPayloadSize {
-                error("transition `\(spec.from) -> \(spec.to)` can produce an APNs payload of up to \(size.total) bytes, over the \(APNSLimits.maximumPayloadSize)-byte limit (\(size.breakdown)); lower the `max-length` of string fields (`string(N)`), shorten alert texts, or send less in the ContentState",
+                error("transition `\(spec.from) -> \(spec.to)` can produce an APNs payload of up to \(size.total) bytes, over the \(APNSLimits.maximumPayloadSize)-byte limit (\(size.breakdown)); \(shrinkAdvice(size)); or shorten alert texts, or send less in the ContentState",
                       at: transition.fromAny ? transition.position : (transition.from.first { $0.value == from }?.position ?? transition.position))
             }
         }
         if lifecycle.start == .pushToStart || lifecycle.onTimeLimit == .restart {
             let size = bounds.start()
             if size.total > APNSLimits.maximumPayloadSize {
-                error("the push-to-start can produce an APNs payload of up to \(size.total) bytes, over the \(APNSLimits.maximumPayloadSize)-byte limit (\(size.breakdown)); lower `max-length`s of attributes and ContentState strings, or shorten the start alert",
+                error("the push-to-start can produce an APNs payload of up to \(size.total) bytes, over the \(APNSLimits.maximumPayloadSize)-byte limit (\(size.breakdown)); \(shrinkAdvice(size)); bound the attributes' strings the same way, or shorten the start alert",
                       at: lifecycleStartPosition)
             }
         }
         return parser.diagnostics.isEmpty ? workflow : nil
+    }
+
+    /// How to make the largest ContentState field smaller, in the format's own syntax: a string's
+    /// bound is `string(N)` and an array's `[T; N]` (there is no `max-length` key).
+    func shrinkAdvice(_ size: PayloadBounds.Size) -> String {
+        let generic = "bound the strings with `string(N)` and the arrays with `[T; N]`"
+        guard let name = size.largestField?.name, let field = contentSchema.first(where: { $0.name == name }) else { return generic }
+        func advice(_ type: FieldType) -> String {
+            switch type.nonOptional {
+            case .string(nil):
+                return "give `\(name)` a max length, e.g. `\(name): string(60)` (a string without one counts as \(PayloadBounds.defaultStringLength) bytes)"
+            case .string(let maxLength?):
+                return "lower the max length of `\(name): \(field.type.spelling)` below \(maxLength)"
+            case .array(let element, let maxCount):
+                let fewer = max(1, maxCount / 2)
+                if case .string(nil) = element.nonOptional {
+                    return "give the elements of `\(name): \(field.type.spelling)` a max length and declare fewer of them, e.g. `[string(40); \(fewer)]` (a string without a max length counts as \(PayloadBounds.defaultStringLength) bytes)"
+                }
+                return "declare fewer or smaller elements for `\(name): \(field.type.spelling)`, e.g. `[\(element.spelling); \(fewer)]`"
+            default:
+                return generic
+            }
+        }
+        return advice(field.type)
     }
 
     // MARK: Content and templates
@@ -373,6 +418,11 @@ struct WorkflowValidator {
                                label: "`content.\(field.name)` of state `\(state.spec.name)` (used by \(label))", scope: scope)
                 }
                 result[field.name] = value.value
+            } else if field.carriesOver, scope.previousUnavailable == nil {
+                // Kept as it was: the same as writing `{{previous.field}}`, which copies the value with its type.
+                result[field.name] = .template(Template.previousValue(of: field.name))
+            } else if let value = field.defaultValue {
+                result[field.name] = .literal(value)
             } else if field.type.isOptional {
                 result[field.name] = .literal(.null)
             } else {
@@ -381,7 +431,7 @@ struct WorkflowValidator {
         }
         if report, !missing.isEmpty {
             let list = missing.map { "`\($0.name)` (\($0.type.spelling))" }.joined(separator: ", ")
-            error("\(label) leaves required ContentState field\(missing.count > 1 ? "s" : "") \(list) unset; set \(missing.count > 1 ? "them" : "it") under its `content` or as a default in state `\(state.spec.name)`'s `content`",
+            error("\(label) leaves required ContentState field\(missing.count > 1 ? "s" : "") \(list) unset; set \(missing.count > 1 ? "them" : "it") under its `content`, in state `\(state.spec.name)`'s `content`, or give the field a `default`",
                   at: position)
         }
         return result
@@ -423,6 +473,12 @@ struct WorkflowValidator {
             return incompatibility(field: targetElement, source: sourceElement)
         }
         if case .array = from { return "an array cannot fill a single value" }
+        if target.structType != nil || from.structType != nil {
+            guard let targetStruct = target.structType, let sourceStruct = from.structType else {
+                return "a struct is filled only from a variable of the same struct type"
+            }
+            return targetStruct.name == sourceStruct.name ? nil : "use a variable of type \(targetStruct.name)"
+        }
         switch (target, from) {
         case (.string, _): return nil
         case (_, .string): return nil  // converted and checked at render time

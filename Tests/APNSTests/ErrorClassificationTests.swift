@@ -9,7 +9,8 @@ struct ErrorClassificationTests {
         let texts = [
             "BadCollapseId", "BadDeviceToken", "BadExpirationDate", "BadMessageId", "BadPriority", "BadTopic",
             "DeviceTokenNotForTopic", "DuplicateHeaders", "IdleTimeout", "InvalidPushType", "MissingDeviceToken",
-            "MissingTopic", "PayloadEmpty", "TopicDisallowed", "BadCertificate", "BadCertificateEnvironment",
+            "MissingTopic", "PayloadEmpty", "TopicDisallowed", "MissingChannelId", "BadChannelId", "ChannelNotRegistered",
+            "MissingPushType", "InvalidPolicy", "CannotCreateChannelConfig", "BadCertificate", "BadCertificateEnvironment",
             "ExpiredProviderToken", "Forbidden", "InvalidProviderToken", "MissingProviderToken",
             "UnrelatedKeyIdInToken", "BadEnvironmentKeyInToken", "BadPath", "MethodNotAllowed", "ExpiredToken",
             "Unregistered", "PayloadTooLarge", "TooManyProviderTokenUpdates", "TooManyRequests",

@@ -70,6 +70,26 @@ struct SwiftCodeGenerationTests {
             input: ["n": "7", "r": "0.25", "f": "true", "lvl": "high", "due": "+1h", "tags": ["x", "y"]], at: transitionTime)
         let typesAttributes = try typesWorkflow.appAttributes(["name": "Ann", "since": "2024-01-01T00:00:00Z"])
 
+        // Nested struct types, defaults and carry-over: the race, and the ride's driver kept to the end.
+        let race = try loadShipped("f1-race")
+        let raceAttributes: JSONValue = ["raceName": "Italian Grand Prix", "track": "Monza", "totalLaps": 53]
+        func driver(_ name: String, _ code: String, _ number: Int, _ constructor: String) -> JSONValue {
+            ["name": .string(name), "code": .string(code), "number": .int(number), "constructor": .string(constructor)]
+        }
+        let scheduled = try race.render(state: "scheduled", attributes: raceAttributes, at: transitionTime)
+        let lap = try race.render(
+            transition: try #require(race.transitions.first { $0.event == "lap" }), attributes: raceAttributes,
+            input: ["lap": 12, "first": driver("Charles Leclerc", "LEC", 16, "Ferrari"), "second": driver("Oscar Piastri", "PIA", 81, "McLaren"),
+                    "third": driver("Lando Norris", "NOR", 4, "McLaren"), "fastestLap": driver("Lando Norris", "NOR", 4, "McLaren"),
+                    "fastestLapTime": "1:21.046"],
+            previous: scheduled.contentState, at: transitionTime)
+        let raceStatic = try race.appAttributes(raceAttributes)
+        let ride = try loadShipped("ride")
+        let dropOff = try ride.render(
+            transition: try #require(ride.transition(from: "on_trip", to: "completed")), attributes: ["pickupAddress": "Main St 1", "dropoffAddress": "Airport"],
+            input: [:], previous: ["phase": "onTrip", "message": "x", "driverName": "Anna", "car": "Blue Prius", "plate": "B-AN 42", "eta": .null],
+            at: transitionTime)
+
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("wk-codegen-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -86,6 +106,8 @@ struct SwiftCodeGenerationTests {
                 """),
             ("FoodOrderAttributes.swift", strippingActivityKit(food.swiftActivityAttributes())),
             ("TypesAttributes.swift", strippingActivityKit(typesWorkflow.swiftActivityAttributes())),
+            ("RaceAttributes.swift", strippingActivityKit(race.swiftActivityAttributes())),
+            ("RideAttributes.swift", strippingActivityKit(ride.swiftActivityAttributes())),
             ("main.swift", """
                 import Foundation
 
@@ -108,6 +130,15 @@ struct SwiftCodeGenerationTests {
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = .sortedKeys
                 print("reencoded", String(decoding: try encoder.encode(update), as: UTF8.self))
+                let lap = try decoder.decode(RaceAttributes.ContentState.self, from: Data(#"\(lap.contentState.jsonString)"#.utf8))
+                print("race", lap.status.rawValue, lap.lap, lap.first!.code, lap.second!.constructor, lap.third!.number,
+                      lap.fastestLap!.name, lap.fastestLapTime!, lap.message)
+                let scheduled = try decoder.decode(RaceAttributes.ContentState.self, from: Data(#"\(scheduled.contentState.jsonString)"#.utf8))
+                print("scheduled", scheduled.status, scheduled.lap, scheduled.first == nil)
+                let raceStatic = try decoder.decode(RaceAttributes.self, from: Data(#"\(raceStatic.jsonString)"#.utf8))
+                print("race attributes", raceStatic.raceName, raceStatic.totalLaps)
+                let dropOff = try decoder.decode(RideAttributes.ContentState.self, from: Data(#"\(dropOff.contentState.jsonString)"#.utf8))
+                print("ride", dropOff.phase.rawValue, dropOff.driverName!, dropOff.car!, dropOff.plate!, dropOff.eta == nil)
 
                 """),
         ]
@@ -132,6 +163,10 @@ struct SwiftCodeGenerationTests {
             types Hi Ann 7 0.25 true high ["x", "y"] true 1746104400.0 1746101700.0
             since 1704067200.0
             reencoded {"driverName":"Sam","eta":767795400,"message":"Sam is on the way.","status":"outForDelivery"}
+            race racing 12 LEC McLaren 4 Lando Norris 1:21.046 Lap 12/53 · LEC leads
+            scheduled scheduled 0 true
+            race attributes Italian Grand Prix 53
+            ride completed Anna Blue Prius B-AN 42 true
 
             """
         #expect(result.output == expected)

@@ -61,6 +61,11 @@ public enum TypedValues {
             }
             let items = trimmed.isEmpty ? [] : trimmed.split(separator: ",", omittingEmptySubsequences: false)
             return .array(try items.map { try value(String($0).trimmingCharacters(in: .whitespaces), type: element, describing: what) })
+        case .structure(let structure):
+            guard let parsed = try? JSONValue(json: text), case .object = parsed else {
+                throw invalid("a JSON object of type \(structure.name), like '{\"\(structure.fields.first?.name ?? "name")\": …}'")
+            }
+            return parsed
         }
     }
 
