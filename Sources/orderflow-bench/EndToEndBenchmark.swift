@@ -62,7 +62,7 @@ struct EndToEndBenchmark: AsyncParsableCommand {
             outcome = .failure(error)
         }
         try? await apns.server.stop()
-        await bench.drop()
+        await bench.finish()
         try outcome.get()
     }
 
