@@ -56,10 +56,21 @@ public final class PostgresPool: Service, Sendable {
         /// Recent time a caller holds a connection, in seconds (moving average); nil until the
         /// first connection comes back.
         var holdTime: Double?
+        /// While callers wait: recent time between two connections coming back, in seconds
+        /// (moving average) — the pool's pace when it is the bottleneck. A mean hold time
+        /// divided by the connections overstates the wait when a few holds are long.
+        var releaseInterval: Double?
+        var lastRelease: ContinuousClock.Instant?
 
-        /// How long the callers waiting now (and one more) should take to serve, in seconds.
+        /// How long the callers waiting now (and one more) should take to serve, in seconds:
+        /// at the pace connections came back while callers waited, or at the mean hold time
+        /// (whichever promises sooner: refusing a caller who would have been served is the
+        /// costlier mistake).
         func queueWait(connections: Int) -> Double? {
-            holdTime.map { Double(waiters.count + 1) * $0 / Double(connections) }
+            let byHold = holdTime.map { Double(waiters.count + 1) * $0 / Double(connections) }
+            let byPace = releaseInterval.map { Double(waiters.count + 1) * $0 }
+            guard let byHold, let byPace else { return byHold ?? byPace }
+            return min(byHold, byPace)
         }
     }
 
@@ -261,6 +272,12 @@ public final class PostgresPool: Service, Sendable {
         let held = (ContinuousClock.now - acquired).seconds
         let waiter = state.withLock { state -> CheckedContinuation<PostgresConnection?, any Error>?? in
             state.holdTime = state.holdTime.map { $0 + (held - $0) * Self.holdTimeWeight } ?? held
+            let now = ContinuousClock.now
+            if state.waiters.count > 0, let last = state.lastRelease {
+                let interval = (now - last).seconds
+                state.releaseInterval = state.releaseInterval.map { $0 + (interval - $0) * Self.holdTimeWeight } ?? interval
+            }
+            state.lastRelease = now
             guard !state.closed, !connection.health.isBroken else { return .none }
             if let first = state.waiters.removeFirst() { return .some(first) }
             state.idle.append((connection, .now))
