@@ -14,7 +14,9 @@ public struct OrderFlowError: Error, Sendable, CustomStringConvertible {
         case invalidTransition
         /// A value the caller gave is not acceptable (attributes, input, token, ambiguous name).
         case invalidInput
-        /// The database cannot be reached now, or has no (current) schema; the message says which.
+        /// The database cannot be reached now, or has no (current) schema, or is busy: every
+        /// connection of the pool in use and more callers waiting than it can serve in time
+        /// (then `isBusy` is true and `retryAfter` says when to try again); the message says which.
         case databaseUnavailable
         /// A setting cannot be used: a malformed database URL, an unknown connection option.
         case invalidConfiguration
@@ -29,6 +31,13 @@ public struct OrderFlowError: Error, Sendable, CustomStringConvertible {
     public var currentState: String?
     /// States, events or names the caller may have meant.
     public var candidates: [String]
+    /// When the engine was busy (`isBusy`): how long the work already queued should take, at
+    /// the pool's recent pace — a `Retry-After` for an HTTP 503. Nil for every other error.
+    public var retryAfter: Duration?
+    /// The engine refused or gave up on the call because every pooled connection was in use
+    /// (admission control, `PostgresError.Kind.poolBusy`, or the acquire timeout): nothing was
+    /// written, the database is fine, and the same call may be retried shortly.
+    public var isBusy = false
 
     public init(_ code: Code, _ message: String, currentState: String? = nil, candidates: [String] = []) {
         self.code = code
@@ -70,7 +79,13 @@ public struct OrderFlowError: Error, Sendable, CustomStringConvertible {
             let lost = "lost the connection to PostgreSQL at \(error.context ?? "the server")"
             let reason = error.message.hasPrefix("lost the connection") ? error.message : "\(lost): \(error.message)"
             return OrderFlowError(.databaseUnavailable, "\(reason); retry when it is back")
-        case _ where error.isConnectionProblem || error.kind == .poolTimeout:
+        case _ where error.isBusy:
+            // Not "unavailable": the database answers, the pool is full. Said as the pool said it.
+            var busy = OrderFlowError(.databaseUnavailable, error.message)
+            busy.isBusy = true
+            busy.retryAfter = error.retryAfter ?? .seconds(1)
+            return busy
+        case _ where error.isConnectionProblem:
             let advice = (error.hint.flatMap { $0.isEmpty ? nil : $0 + "; " } ?? "") + "retry when it is back"
             return OrderFlowError(.databaseUnavailable, "the database is unavailable (\(error.message)); \(advice)")
         case _ where error.kind == .shutdown:

@@ -18,6 +18,10 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         case invalidParameter
         /// No pooled connection became free within the acquire timeout.
         case poolTimeout
+        /// Refused at once: every pooled connection is in use and more callers wait than the
+        /// pool can serve before this caller's deadline (admission control). The database is
+        /// fine, only busy; `retryAfter` says when the queue should have drained.
+        case poolBusy
         /// The pool or listener was shut down.
         case shutdown
         /// The query ran but its result was not what the caller required (no rows, say).
@@ -35,6 +39,9 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     public var constraint: String?
     /// Where it happened, for logs: "host:port", a column name, a migration file…
     public var context: String?
+    /// For `poolBusy` and `poolTimeout`: how long the work already queued should take to drain,
+    /// at the pool's recent pace (an HTTP layer's `Retry-After`). Nil otherwise.
+    public var retryAfter: Duration?
 
     public init(
         _ kind: Kind, _ message: String, sqlState: String? = nil, detail: String? = nil,
@@ -68,10 +75,15 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     }
 
     /// Worth retrying the whole operation later: a lost connection, an unreachable server, a
-    /// serialization failure or deadlock, a pool that was momentarily exhausted.
+    /// serialization failure or deadlock, a pool that was momentarily exhausted or refused a
+    /// caller because it was busy.
     public var isTransient: Bool {
-        isConnectionProblem || isSerializationFailure || kind == .poolTimeout
+        isConnectionProblem || isSerializationFailure || isBusy
     }
+
+    /// The pool had no connection for this caller (`poolBusy`, `poolTimeout`): the database is
+    /// reachable, only busy.
+    public var isBusy: Bool { kind == .poolBusy || kind == .poolTimeout }
 
     public var description: String {
         var text = message

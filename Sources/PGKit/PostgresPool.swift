@@ -9,6 +9,14 @@ import Synchronization
 /// when the configuration names several: after a failover, the promoted one). A connection that
 /// broke (server restart, network) is closed and replaced on the next acquire; one that sat
 /// idle is checked before reuse.
+///
+/// Admission control: the pool keeps an average of how long callers hold a connection. When
+/// every connection is in use and the callers already waiting would take longer to serve than
+/// a new caller may wait (`acquireTimeout`), the new caller is refused at once with
+/// `PostgresError.Kind.poolBusy` instead of queueing for a timeout it cannot beat. Under
+/// overload the connections keep working at their pace on the callers that can be served, and
+/// the rest learn it in microseconds, with a `retryAfter`.
+///
 /// Run the pool in a `ServiceGroup` (or call `close()`) so that connections close at shutdown.
 ///
 /// The pool's books are a lock, not an actor: taking an idle connection and giving it back are
@@ -42,10 +50,34 @@ public final class PostgresPool: Service, Sendable {
         var openCount = 0
         /// First come, first served. A waiter is resumed with a connection, or with nil to
         /// try again (a slot became free, or a connection to check appeared).
-        var waiters: [(id: Int, continuation: CheckedContinuation<PostgresConnection?, any Error>)] = []
+        var waiters = WaiterQueue()
         var nextWaiterID = 0
         var closed = false
+        /// `expireWaiters` runs (it stops when nobody waits).
+        var expiryTimerRuns = false
+        /// Recent time a caller holds a connection, in seconds (moving average); nil until the
+        /// first connection comes back.
+        var holdTime: Double?
+        /// While callers wait: recent time between two connections coming back, in seconds
+        /// (moving average) — the pool's pace when it is the bottleneck. A mean hold time
+        /// divided by the connections overstates the wait when a few holds are long.
+        var releaseInterval: Double?
+        var lastRelease: ContinuousClock.Instant?
+
+        /// How long the callers waiting now (and one more) should take to serve, in seconds:
+        /// at the pace connections came back while callers waited, or at the mean hold time
+        /// (whichever promises sooner: refusing a caller who would have been served is the
+        /// costlier mistake).
+        func queueWait(connections: Int) -> Double? {
+            let byHold = holdTime.map { Double(waiters.count + 1) * $0 / Double(connections) }
+            let byPace = releaseInterval.map { Double(waiters.count + 1) * $0 }
+            guard let byHold, let byPace else { return byHold ?? byPace }
+            return min(byHold, byPace)
+        }
     }
+
+    /// Weight of one hold in the moving average: about the last 30 holds count.
+    private static let holdTimeWeight = 1.0 / 16
 
     public init(_ configuration: Configuration, logger: Logger = Logger(label: "orderflow.postgres")) {
         self.configuration = configuration
@@ -58,12 +90,13 @@ public final class PostgresPool: Service, Sendable {
         _ body: @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         let connection = try await acquire()
+        let acquired = ContinuousClock.now
         do {
             let value = try await body(connection)
-            await release(connection)
+            await release(connection, heldSince: acquired)
             return value
         } catch {
-            await release(connection)
+            await release(connection, heldSince: acquired)
             throw error
         }
     }
@@ -99,9 +132,10 @@ public final class PostgresPool: Service, Sendable {
     }
 
     private func acquire() async throws -> PostgresConnection {
+        // One deadline for the whole call, however often the wait is retried.
         var deadline: ContinuousClock.Instant?
         while true {
-            switch try nextAcquireStep() {
+            switch try nextAcquireStep(deadline: &deadline) {
             case .ready(let connection):
                 return connection
             case .check(let connection):
@@ -115,16 +149,16 @@ public final class PostgresPool: Service, Sendable {
                     throw error
                 }
             case .wait:
-                // One deadline for the whole call, however often the wait is retried.
-                let until = deadline ?? ContinuousClock.now + configuration.acquireTimeout
-                deadline = until
-                if let connection = try await waitForConnection(until: until) { return connection }
+                if let connection = try await waitForConnection(until: deadline!) { return connection }
             }
         }
     }
 
-    private func nextAcquireStep() throws(PostgresError) -> AcquireStep {
+    /// The next step of an acquire; sets `deadline` when the caller first has to wait, and
+    /// refuses (`poolBusy`) a caller that would wait longer than it may.
+    private func nextAcquireStep(deadline: inout ContinuousClock.Instant?) throws(PostgresError) -> AcquireStep {
         let maximum = configuration.maximumConnections
+        let timeout = configuration.acquireTimeout
         return try state.withLock { state throws(PostgresError) -> AcquireStep in
             guard !state.closed else { throw PostgresError(.shutdown, "the connection pool is shut down") }
             if let (connection, since) = state.idle.popLast() {
@@ -137,62 +171,117 @@ public final class PostgresPool: Service, Sendable {
                 state.openCount += 1
                 return .open
             }
+            let now = ContinuousClock.now
+            let until = deadline ?? now + timeout
+            deadline = until
+            if let wait = state.queueWait(connections: maximum), wait > (until - now).seconds {
+                var error = PostgresError(
+                    .poolBusy,
+                    "busy: \(Self.allInUse(maximum)) and \(state.waiters.count) \(state.waiters.count == 1 ? "caller" : "callers") waiting (about \(Self.seconds(wait)) of work, "
+                        + "more than the \(Self.seconds(timeout.seconds)) a caller may wait); retry shortly, or raise the pool size")
+                error.retryAfter = .milliseconds(Int64((wait * 1000).rounded(.up)))
+                throw error
+            }
             return .wait
         }
     }
 
+    private static func allInUse(_ maximum: Int) -> String {
+        maximum == 1 ? "the pool's one connection is in use" : "all \(maximum) connections in use"
+    }
+
+    private static func seconds(_ value: Double) -> String {
+        value < 10 ? "\((value * 10).rounded() / 10) s" : "\(Int(value.rounded(.up))) s"
+    }
+
     /// Waits until a connection is handed over (or nil: try again) or `deadline` passes.
+    ///
+    /// A waiter costs a continuation and a place in the queue, nothing more: one timer for the
+    /// whole pool (`expireWaiters`) fails those whose deadline passed. (A timer task per waiter
+    /// put thousands of sleeping tasks and their cancellations on the two-thread concurrency
+    /// pool under overload, slowing the very callers that held connections.)
     private func waitForConnection(until deadline: ContinuousClock.Instant) async throws -> PostgresConnection? {
         let id = state.withLock { state in
             defer { state.nextWaiterID += 1 }
             return state.nextWaiterID
         }
         let maximum = configuration.maximumConnections
-        let timeout = configuration.acquireTimeout
-        let timedOut = PostgresError(
-            .poolTimeout,
-            "no database connection became free within \(timeout) (all \(maximum) in use)",
-            hint: "the database is overloaded or a caller holds connections too long")
-        // The timer is a child of this call: it ends when the wait ends.
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { [weak self] in
-                try await Task.sleep(until: deadline)
-                self?.failWaiter(id, timedOut)
-            }
-            defer { group.cancelAll() }
-            return try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation { continuation in
-                    let outcome = state.withLock { state -> Result<PostgresConnection?, any Error>? in
-                        // Decided under the same lock as the registration, so that nothing
-                        // released or cancelled in between is missed.
-                        if state.closed { return .failure(PostgresError(.shutdown, "the connection pool is shut down")) }
-                        if Task.isCancelled { return .failure(CancellationError()) }
-                        if !state.idle.isEmpty || state.openCount < maximum { return .success(nil) }
-                        // On a busy machine the timer may have fired before this waiter was
-                        // registered (it would then find nobody to fail): the clock decides.
-                        if ContinuousClock.now >= deadline { return .failure(timedOut) }
-                        state.waiters.append((id, continuation))
-                        return nil
-                    }
-                    if let outcome { continuation.resume(with: outcome) }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let (outcome, startsTimer) = state.withLock { state -> (Result<PostgresConnection?, any Error>?, Bool) in
+                    // Decided under the same lock as the registration, so that nothing
+                    // released or cancelled in between is missed.
+                    if state.closed { return (.failure(PostgresError(.shutdown, "the connection pool is shut down")), false) }
+                    if Task.isCancelled { return (.failure(CancellationError()), false) }
+                    if !state.idle.isEmpty || state.openCount < maximum { return (.success(nil), false) }
+                    if ContinuousClock.now >= deadline { return (.failure(timeoutError(state)), false) }
+                    state.waiters.append(id: id, deadline: deadline, continuation)
+                    defer { state.expiryTimerRuns = true }
+                    return (nil, !state.expiryTimerRuns)
                 }
-            } onCancel: {
-                failWaiter(id, CancellationError())
+                if let outcome { continuation.resume(with: outcome) }
+                if startsTimer {
+                    // The pool's one timer, running while anyone waits (it ends when the queue
+                    // is empty); not tied to this caller, who may be served long before.
+                    Task { [weak self] in await self?.expireWaiters() }
+                }
             }
+        } onCancel: {
+            failWaiter(id, CancellationError())
         }
+    }
+
+    /// Fails the waiters whose deadline passed, sleeping until the first one's deadline in
+    /// between, and returns when nobody waits. Deadlines come in queue order (one timeout for
+    /// every caller), so only the front is looked at; wake-ups are at least 20 ms apart, so a
+    /// timeout may be told up to 20 ms late.
+    private func expireWaiters() async {
+        while true {
+            let now = ContinuousClock.now
+            let (expired, error, next) = state.withLock { state in
+                let expired = state.waiters.removeExpired(at: now)
+                let next = state.waiters.firstDeadline
+                if next == nil { state.expiryTimerRuns = false }
+                return (expired, expired.isEmpty ? nil : timeoutError(state), next)
+            }
+            if let error {
+                for waiter in expired { waiter.resume(throwing: error) }
+            }
+            guard let next else { return }
+            try? await Task.sleep(until: max(next, now + .milliseconds(20)))
+        }
+    }
+
+    /// A waiter's deadline passed.
+    private func timeoutError(_ state: State) -> PostgresError {
+        let maximum = configuration.maximumConnections
+        var error = PostgresError(
+            .poolTimeout,
+            "busy: \(Self.allInUse(maximum)), none became free within \(Self.seconds(configuration.acquireTimeout.seconds)); retry shortly, or raise the pool size",
+            hint: "if the database itself is idle, a caller holds connections too long")
+        error.retryAfter = state.queueWait(connections: maximum).map { .milliseconds(Int64(($0 * 1000).rounded(.up))) }
+        return error
     }
 
     private func failWaiter(_ id: Int, _ error: any Error) {
         let waiter = state.withLock { state in
-            state.waiters.firstIndex { $0.id == id }.map { state.waiters.remove(at: $0).continuation }
+            state.waiters.remove(id: id)
         }
         waiter?.resume(throwing: error)
     }
 
-    private func release(_ connection: PostgresConnection) async {
+    private func release(_ connection: PostgresConnection, heldSince acquired: ContinuousClock.Instant) async {
+        let held = (ContinuousClock.now - acquired).seconds
         let waiter = state.withLock { state -> CheckedContinuation<PostgresConnection?, any Error>?? in
+            state.holdTime = state.holdTime.map { $0 + (held - $0) * Self.holdTimeWeight } ?? held
+            let now = ContinuousClock.now
+            if state.waiters.count > 0, let last = state.lastRelease {
+                let interval = (now - last).seconds
+                state.releaseInterval = state.releaseInterval.map { $0 + (interval - $0) * Self.holdTimeWeight } ?? interval
+            }
+            state.lastRelease = now
             guard !state.closed, !connection.health.isBroken else { return .none }
-            if !state.waiters.isEmpty { return .some(state.waiters.removeFirst().continuation) }
+            if let first = state.waiters.removeFirst() { return .some(first) }
             state.idle.append((connection, .now))
             return .some(nil)
         }
@@ -213,7 +302,7 @@ public final class PostgresPool: Service, Sendable {
     private func freeSlot() {
         let waiter = state.withLock { state in
             state.openCount -= 1
-            return state.closed || state.waiters.isEmpty ? nil : state.waiters.removeFirst().continuation
+            return state.closed ? nil : state.waiters.removeFirst()
         }
         waiter?.resume(returning: nil)
     }
@@ -225,8 +314,7 @@ public final class PostgresPool: Service, Sendable {
             let connections = state.idle.map(\.connection)
             state.openCount -= connections.count
             state.idle = []
-            defer { state.waiters = [] }
-            return (connections, state.waiters.map(\.continuation))
+            return (connections, state.waiters.removeAll())
         }
         for connection in connections { await connection.close() }
         for waiter in waiters { waiter.resume(throwing: PostgresError(.shutdown, "the connection pool is shut down")) }
@@ -236,5 +324,65 @@ public final class PostgresPool: Service, Sendable {
     public func run() async throws {
         try? await gracefulShutdown()
         await close()
+    }
+}
+
+extension Duration {
+    /// In seconds, as a `Double`.
+    fileprivate var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}
+
+/// The callers waiting for a connection, first come first served. Under overload thousands
+/// wait: taking the first is O(1) (an index moves; the array is compacted now and then), not
+/// an `Array.removeFirst` that moves every other waiter on each release.
+private struct WaiterQueue {
+    typealias Continuation = CheckedContinuation<PostgresConnection?, any Error>
+    private var items: [(id: Int, deadline: ContinuousClock.Instant, continuation: Continuation)] = []
+    private var head = 0
+
+    var count: Int { items.count - head }
+    var firstDeadline: ContinuousClock.Instant? { head < items.count ? items[head].deadline : nil }
+
+    mutating func append(id: Int, deadline: ContinuousClock.Instant, _ continuation: Continuation) {
+        items.append((id, deadline, continuation))
+    }
+
+    /// Removes the waiters at the front whose deadline is not after `now`. (A waiter that
+    /// queued again after a retry sits behind later deadlines and is told when it reaches the
+    /// front: late, never early.)
+    mutating func removeExpired(at now: ContinuousClock.Instant) -> [Continuation] {
+        var expired: [Continuation] = []
+        while head < items.count, items[head].deadline <= now, let first = removeFirst() {
+            expired.append(first)
+        }
+        return expired
+    }
+
+    mutating func removeFirst() -> Continuation? {
+        guard head < items.count else { return nil }
+        let first = items[head].continuation
+        head += 1
+        if head == items.count {
+            items.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head >= 1024, head * 2 >= items.count {
+            items.removeFirst(head)
+            head = 0
+        }
+        return first
+    }
+
+    /// Removes the waiter `id` (timed out or cancelled), if it still waits. Waiters time out in
+    /// the order they came, so the search from the front is short.
+    mutating func remove(id: Int) -> Continuation? {
+        guard let index = items[head...].firstIndex(where: { $0.id == id }) else { return nil }
+        return items.remove(at: index).continuation
+    }
+
+    mutating func removeAll() -> [Continuation] {
+        defer { items = []; head = 0 }
+        return items[head...].map(\.continuation)
     }
 }

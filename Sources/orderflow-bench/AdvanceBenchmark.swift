@@ -53,9 +53,19 @@ struct AdvanceBenchmark: AsyncParsableCommand {
     }
 
     func run() async throws {
+        let bench = try await BenchDatabase.make(url: database)
+        do {
+            try await measure(bench)
+        } catch {
+            await bench.finish()
+            throw error
+        }
+        await bench.finish()
+    }
+
+    private func measure(_ bench: BenchDatabase) async throws {
         var logger = Logger(label: "orderflow.bench")
         logger.logLevel = .warning
-        let bench = try await BenchDatabase.make(url: database)
         // Enough orders that no task runs out in a turn: each order takes four advances.
         let ordersPerTurn = max(2_000, seconds * 12_000 / 4)
         var configuration = OrderFlowConfiguration(database: bench.configuration, maximumConnections: tasks)
@@ -129,7 +139,6 @@ struct AdvanceBenchmark: AsyncParsableCommand {
                   + String(format: "%5.2f", mean(side) / raw) + "   (target ≥ 0.70; round by round \(byRound))")
         }
         await setup.shutdown()
-        await bench.drop()
     }
 
     private func createOrders(engine: OrderFlowEngine, range: Range<Int>) async throws {

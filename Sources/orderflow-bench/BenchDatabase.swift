@@ -5,36 +5,73 @@ import PGKit
 
 /// The database a benchmark runs on: `--database`/`ORDERFLOW_DATABASE_URL`, or a private
 /// cluster under `.orderflow/bench-postgres`; each run gets a fresh database in it, dropped
-/// when the run is over (a run leaves a few hundred megabytes otherwise).
+/// when the run is over (a run leaves a few hundred megabytes otherwise). A private cluster
+/// that this run started is stopped when the run is over, and the run says so: nothing is left
+/// running (its data stays, for the next run). One that was already running is left running.
 struct BenchDatabase {
     let configuration: PostgresConfiguration
     let name: String
     let server: PostgresConfiguration
+    /// The private cluster, when this run started it.
+    let startedCluster: LocalPostgres?
 
     static func make(url: String?) async throws -> BenchDatabase {
         let serverURL: String
+        var startedCluster: LocalPostgres?
         if let url = url ?? ProcessInfo.processInfo.environment["ORDERFLOW_DATABASE_URL"] {
             serverURL = url
         } else {
             let folder = URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".orderflow/bench-postgres")
-            serverURL = try await LocalPostgres(folder: folder).start()
+            let cluster = LocalPostgres(folder: folder)
+            if case .running = try await cluster.status() {
+                print("using the private PostgreSQL already running in \(folder.path) (left running afterwards)")
+            } else {
+                startedCluster = cluster
+                print("starting a private PostgreSQL in \(folder.path) (stopped when the benchmark ends)")
+            }
+            do {
+                serverURL = try await cluster.start()
+            } catch {
+                try? await startedCluster?.stop()
+                throw error
+            }
         }
         let server = try PostgresConfiguration(serverURL)
         let name = "orderflow_bench_\(Int(Date().timeIntervalSince1970))"
-        try await PostgresConnection.withConnection(server) { connection in
-            // CREATE DATABASE takes no parameters; the name is built from the clock above.
-            try await connection.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
+        let bench = BenchDatabase(
+            configuration: try {
+                var components = URLComponents(string: serverURL)!
+                components.path = "/" + name
+                return try PostgresConfiguration(components.string!)
+            }(),
+            name: name, server: server, startedCluster: startedCluster)
+        do {
+            try await PostgresConnection.withConnection(server) { connection in
+                // CREATE DATABASE takes no parameters; the name is built from the clock above.
+                try await connection.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
+            }
+            _ = try await Schema.migrate(bench.configuration)
+        } catch {
+            await bench.finish()
+            throw error
         }
-        var components = URLComponents(string: serverURL)!
-        components.path = "/" + name
-        let configuration = try PostgresConfiguration(components.string!)
-        _ = try await Schema.migrate(configuration)
-        return BenchDatabase(configuration: configuration, name: name, server: server)
+        return bench
     }
 
-    /// Drops the run's database (its connections must be closed). A failure is only reported:
-    /// the measurement stands.
-    func drop() async {
+    /// Drops the run's database (its connections must be closed) and stops the private
+    /// cluster if this run started it. A failure is only reported: the measurement stands.
+    func finish() async {
+        await drop()
+        guard let cluster = startedCluster else { return }
+        do {
+            try await cluster.stop()
+            print("stopped the private PostgreSQL this benchmark started in \(cluster.folder.path)")
+        } catch {
+            print("note: could not stop the private PostgreSQL in \(cluster.folder.path): \(error); it is still running, stop it with pg_ctl (as the postgres user)")
+        }
+    }
+
+    private func drop() async {
         do {
             try await PostgresConnection.withConnection(server) { connection in
                 // The name was built from the clock in `make`.

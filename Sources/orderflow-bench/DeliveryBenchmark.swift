@@ -279,12 +279,12 @@ struct DeliveryBenchmark: AsyncParsableCommand {
             let sample = apns.server.pushes().last.map { Data($0.rawPayload) }
             try? await apns.server.stop()
             await engine.shutdown()
-            await bench.drop()
+            await bench.finish()
             return sample
         } catch {
             try? await apns.server.stop()
             await engine.shutdown()
-            await bench.drop()
+            await bench.finish()
             throw error
         }
     }

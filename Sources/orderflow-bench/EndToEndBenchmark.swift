@@ -25,7 +25,12 @@ struct EndToEndBenchmark: AsyncParsableCommand {
             occurred_at (database clock, start of its transaction) and from the moment advance \
             returned (after COMMIT) to the stand-in's receivedAt.
 
+            With --overload: the capacity C at 1× (--connections tasks back to back), then open \
+            loop at 2 C and 4 C, --seconds each: committed, refused as busy (and how fast), the \
+            outbox's growth and its drain time after each phase.
+
             Example: swift run -c release orderflow-bench e2e --rate 1000 --seconds 20
+            Example: swift run -c release orderflow-bench e2e --overload --seconds 10
             """)
 
     @Option(help: "Transitions per second (scheduled by the clock).") var rate = 1000
@@ -34,35 +39,48 @@ struct EndToEndBenchmark: AsyncParsableCommand {
     @Option(help: "Connections of the engine's pool (the worker has its own pool of 6).") var connections = 8
     @Option(help: "PostgreSQL server URL (default: ORDERFLOW_DATABASE_URL, else a private cluster in .orderflow/).")
     var database: String?
+    @Flag(help: "Measure overload instead: capacity at 1×, then 2× and 4× of it (--rate and --spacing are not used).")
+    var overload = false
+    @Option(help: "Orders prepared for --overload (each takes four advances).") var overloadOrders = 16_000
+    @Option(help: "Seconds a caller may wait for a pooled connection (the engine's acquireTimeout).") var acquireTimeout = 10.0
 
     static let steps: [(String, JSONValue)] = [
         ("accept", ["eta": "+20m"]), ("ready", [:]), ("dispatch", ["eta": "+15m", "driver": "Sam"]), ("deliver", [:]),
     ]
 
     func run() async throws {
-        guard rate > 0, seconds > 0, spacing >= 1.0 else { throw BenchError("--rate and --seconds must be positive, --spacing at least 1") }
+        guard rate > 0, seconds > 0, spacing >= 1.0, acquireTimeout > 0 else {
+            throw BenchError("--rate, --seconds and --acquire-timeout must be positive, --spacing at least 1")
+        }
         var logger = Logger(label: "orderflow.bench")
         logger.logLevel = .warning
         let bench = try await BenchDatabase.make(url: database)
         let apns = try await BenchAPNS.start(recordsPushes: true)
         let outcome: Result<Void, any Error>
         do {
-            let host = try OrderFlowHost(
-                configuration: apns.hostConfiguration(database: bench.configuration, connections: connections, workerID: "bench-e2e"),
-                logger: logger)
+            var configuration = apns.hostConfiguration(database: bench.configuration, connections: connections, workerID: "bench-e2e")
+            if overload { configuration.engine.cachedOrders = overloadOrders + 1 }
+            configuration.engine.acquireTimeout = .milliseconds(Int64(acquireTimeout * 1000))
+            let host = try OrderFlowHost(configuration: configuration, logger: logger)
             do {
                 _ = try await host.engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
             } catch {
                 await host.shutdown()
                 throw error
             }
-            try await whileRunning(host, logger: logger) { try await measure(engine: host.engine, apns: apns, bench: bench) }
+            try await whileRunning(host, logger: logger) {
+                if overload {
+                    try await measureOverload(engine: host.engine, apns: apns, bench: bench)
+                } else {
+                    try await measure(engine: host.engine, apns: apns, bench: bench)
+                }
+            }
             outcome = .success(())
         } catch {
             outcome = .failure(error)
         }
         try? await apns.server.stop()
-        await bench.drop()
+        await bench.finish()
         try outcome.get()
     }
 

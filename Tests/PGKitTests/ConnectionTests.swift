@@ -343,6 +343,65 @@ struct TimingPoolTests {
         await pool.close()
     }
 
+    /// Admission control: with the only connection held and one caller already queued, a caller
+    /// who could not be served before its deadline is refused at once (`poolBusy`), while the
+    /// one admitted before it waits its turn and times out only at its deadline.
+    @Test func poolRefusesFastWhenTheQueueCannotBeServedInTime() async throws {
+        let configuration = try TestDatabase.serverConfiguration()
+        let pool = PostgresPool(.init(connection: configuration, maximumConnections: 1, acquireTimeout: .milliseconds(1600)))
+        // The pool learns that a caller holds its connection about 1 s (long, so that a loaded
+        // machine's delays do not change which callers fit in the 1.6 s they may wait).
+        try await pool.query(PostgresQuery("SELECT pg_sleep(1)"))
+        let (held, holding) = AsyncStream<Void>.makeStream()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                try await pool.withConnection { connection in
+                    holding.yield()
+                    try await connection.query(PostgresQuery("SELECT pg_sleep(2.5)"))
+                }
+            }
+            var iterator = held.makeAsyncIterator()
+            await iterator.next()
+            // One waiter, about 1 s of work ahead of it: it is admitted (1.6 s allowed)…
+            let clock = ContinuousClock()
+            group.addTask {
+                let asked = clock.now
+                do {
+                    try await pool.query(PostgresQuery("SELECT 1 AS one"))
+                    Issue.record("acquired a connection that was in use")
+                } catch let error as PostgresError {
+                    #expect(error.kind == .poolTimeout, "\(error)")
+                    #expect(error.isBusy)
+                    #expect(clock.now - asked >= .milliseconds(1550), "waited its full deadline before giving up")
+                    #expect(error.message.hasPrefix("busy: the pool's one connection is in use, none became free within 1.6 s; retry shortly, or raise the pool size"), "\(error.message)")
+                }
+            }
+            while await pool.statistics.waiting < 1 { try await Task.sleep(for: .milliseconds(5)) }
+            // …the next would have about 2 s ahead of it, more than its 1.6 s: refused now.
+            let asked = clock.now
+            do {
+                try await pool.query(PostgresQuery("SELECT 1 AS one"))
+                Issue.record("a caller was admitted to a queue it could not get through in time")
+            } catch let error as PostgresError {
+                #expect(clock.now - asked < .milliseconds(300), "refused at once, not after a wait")
+                #expect(error.kind == .poolBusy, "\(error)")
+                #expect(error.isBusy)
+                #expect(error.isTransient)
+                #expect(!error.isConnectionProblem)
+                let retryAfter = try #require(error.retryAfter)
+                #expect(retryAfter > .milliseconds(1600) && retryAfter < .seconds(6), "\(retryAfter)")
+                #expect(error.message.hasPrefix("busy: the pool's one connection is in use and 1 caller waiting (about "), "\(error.message)")
+                #expect(error.message.hasSuffix(" s of work, more than the 1.6 s a caller may wait); retry shortly, or raise the pool size"), "\(error.message)")
+                #expect(error.sqlState == nil)
+            }
+            try await group.waitForAll()
+        }
+        // Overload passed: the pool serves again.
+        #expect(try await pool.query(PostgresQuery("SELECT 1 AS one")).single().decode("one", as: Int.self) == 1)
+        #expect(await pool.statistics.waiting == 0)
+        await pool.close()
+    }
+
     @Test func poolRunsBlockingQueriesOffTheConcurrencyPool() async throws {
         let configuration = try TestDatabase.serverConfiguration()
         let pool = PostgresPool(.init(connection: configuration, maximumConnections: 8))

@@ -84,6 +84,8 @@ public final class OrderFlowHost: Service, Sendable {
     private let client: APNSClient?
     /// The merchants' own apps, each with its client.
     private let apps: MerchantApps
+    /// The worker's own connections (`workerConnections`), or nil when it shares the engine's.
+    private let workerPool: PostgresPool?
     private let metricsFactory: any MetricsFactory
     private let logger: Logger
     private let metricsPort = Mutex<Int?>(nil)
@@ -117,15 +119,26 @@ public final class OrderFlowHost: Service, Sendable {
         // The engine opens no connection until used.
         let engine = OrderFlowEngine(configuration: configuration.engine, logger: logger)
         self.engine = engine
+        // What only the worker reads (its merchants' apps, the shared provider tokens) goes
+        // through the worker's own connections when it has them: callers of the engine that fill
+        // the engine's pool must not hold the pushes back (under overload they did).
+        let workerPool = configuration.workerConnections.map { connections in
+            PostgresPool(
+                .init(connection: configuration.engine.database, maximumConnections: connections,
+                      acquireTimeout: configuration.engine.acquireTimeout),
+                logger: logger)
+        }
+        self.workerPool = workerPool
+        let workerSide = workerPool ?? engine.pool
         apps = MerchantApps(
             configuration: .init(masterKey: configuration.masterKey, sharesProviderTokens: configuration.sharesProviderTokens),
-            pool: engine.pool, logger: logger.scoped("apns"))
+            pool: workerSide, logger: logger.scoped("apns"))
         if let sender {
             self.sender = sender
             client = nil
         } else {
             // Last, so that nothing is left open when it throws.
-            let store = engine.merchantStore
+            let store = MerchantStore(pool: workerSide)
             let client = try APNSClient(
                 configuration: configuration.apns, logger: logger.scoped("apns"),
                 providerTokens: configuration.sharesProviderTokens
@@ -162,16 +175,9 @@ public final class OrderFlowHost: Service, Sendable {
             services.append(TimerService(
                 engine: engine, merchants: configuration.worker.merchants, interval: interval, logger: logger.scoped("timers")))
         }
-        var workerPool = engine.pool
-        if let connections = configuration.workerConnections {
-            workerPool = PostgresPool(
-                .init(connection: configuration.engine.database, maximumConnections: connections,
-                      acquireTimeout: configuration.engine.acquireTimeout),
-                logger: logger)
-            services.append(workerPool)
-        }
+        if let workerPool { services.append(workerPool) }
         services.append(OrderFlowWorker(
-            configuration: configuration.worker, pool: workerPool, sender: sender, wakeSignal: engine.wakeSignal,
+            configuration: configuration.worker, pool: workerPool ?? engine.pool, sender: sender, wakeSignal: engine.wakeSignal,
             listener: listener, logger: logger, metricsFactory: metricsFactory, apps: apps))
         if let metrics = configuration.metrics, let registry = metricsRegistry {
             do {

@@ -1,0 +1,269 @@
+import Foundation
+import OrderFlow
+import PGKit
+import Synchronization
+
+/// `e2e --overload`: how the system behaves when asked for more than it can do.
+///
+/// 1×: `--connections` tasks advance back to back for `--seconds` (closed loop): the capacity C,
+/// with the worker delivering in the same process. Then open loop at 2 C and at 4 C for
+/// `--seconds` each: advances due at a fixed rate whether or not earlier ones finished. Each
+/// phase reports what committed, what was refused as busy and how fast, other failures, the
+/// outbox's growth (sampled every 0.5 s) and how long it took to drain after the phase.
+///
+/// Orders come from a shared supply: an advance takes an order not in flight, and gives it
+/// back with its next step (or the same step, when refused); an order that reached its last
+/// step leaves the supply. So a refusal never leaves an order out of step, and no two advances
+/// of one order race. Steps of one order may come closer than 1 s, so the worker merges some
+/// pushes: this mode measures committing and draining, not per-push latency.
+extension EndToEndBenchmark {
+    func measureOverload(engine: OrderFlowEngine, apns: BenchAPNS, bench: BenchDatabase) async throws {
+        let orderCount = overloadOrders
+        print("preparing \(orderCount) orders, each followed by a device with an activity token…")
+        let prepared = ContinuousClock.now
+        let tokens = (0..<orderCount).map { _ in BenchAPNS.randomToken(160) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            let tasks = 8
+            for task in 0..<tasks {
+                group.addTask {
+                    for index in stride(from: task, to: orderCount, by: tasks) {
+                        _ = try await engine.createOrder(NewOrder(
+                            orderID: "ov-\(index)", workflow: "food-order",
+                            attributes: ["merchantName": "Bench Bistro", "orderNumber": .string("\(index)"), "itemCount": 2]))
+                        try await engine.registerActivityToken(orderID: "ov-\(index)", deviceID: "phone-\(index)", token: tokens[index])
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        try await engine.pool.query(PostgresQuery("ANALYZE"))
+        _ = try await drainTime(engine: engine)
+        print(String(format: "prepared in %.1f s", (ContinuousClock.now - prepared).asSeconds))
+        apns.server.reset()
+
+        let supply = OrderSupply(count: orderCount, steps: Self.steps.count)
+        var phases: [OverloadPhase] = []
+        print("1×: \(connections) tasks back to back for \(seconds) s…")
+        let capacity = try await runPhase(label: "1× (closed loop)", engine: engine, bench: bench) { tally in
+            await closedLoop(engine: engine, supply: supply, tally: tally)
+        }
+        phases.append(capacity)
+        let capacityRate = capacity.committedPerSecond
+        print(String(format: "capacity C = %.0f advances/s", capacityRate))
+        for multiple in [2, 4] {
+            let rate = max(1, Int((capacityRate * Double(multiple)).rounded()))
+            print("\(multiple)×: open loop at \(rate)/s for \(seconds) s…")
+            phases.append(try await runPhase(label: "\(multiple)× (\(rate)/s offered)", engine: engine, bench: bench) { tally in
+                await openLoop(engine: engine, supply: supply, tally: tally, rate: rate)
+            })
+        }
+
+        print("")
+        print("e2e --overload: \(seconds) s a phase, engine pool \(connections) connections (callers wait at most \(acquireTimeout) s), worker in process (pool of 6), local APNs")
+        print("phase (driven s)          committed   /s      vs C   refused busy (p50 / p99 to refusal)   other failures   advance p50 / p99    outbox max   drain")
+        for phase in phases {
+            print(phase.line(capacity: capacityRate))
+        }
+        for phase in phases where !phase.otherFailures.isEmpty {
+            print("  \(phase.label): first other failure: \(phase.otherFailures[0])")
+        }
+        for phase in phases where phase.starved > 0 {
+            print("  \(phase.label): \(phase.starved) due advances found no order free (raise --overload-orders)")
+        }
+        for phase in phases {
+            print("  \(phase.label) outbox every 0.5 s: \(phase.depths.map { String($0) }.joined(separator: " "))")
+        }
+        print("pushes accepted by the stand-in: \(apns.server.acceptedCount) (\(apns.server.rejectedCount) refused); process peak RSS \(peakRSSMegabytes()) MB")
+        if let busy = phases.compactMap(\.firstBusy).first { print("a busy refusal reads: \(busy)") }
+    }
+
+    /// Runs one phase's driving, samples the outbox meanwhile, then waits for it to drain.
+    private func runPhase(
+        label: String, engine: OrderFlowEngine, bench: BenchDatabase, drive: (OverloadTally) async -> Void
+    ) async throws -> OverloadPhase {
+        let tally = OverloadTally()
+        let sampler = Task { await sampleDepths(configuration: bench.configuration) }
+        let start = ContinuousClock.now
+        await drive(tally)
+        let driven = (ContinuousClock.now - start).asSeconds
+        let drained = try await drainTime(engine: engine)
+        sampler.cancel()
+        let depths = await sampler.value
+        return tally.phase(label: label, seconds: driven, drain: drained, depths: depths)
+    }
+
+    private func closedLoop(engine: OrderFlowEngine, supply: OrderSupply, tally: OverloadTally) async {
+        let end = ContinuousClock.now + .seconds(seconds)
+        await withDiscardingTaskGroup { group in
+            for _ in 0..<connections {
+                group.addTask {
+                    while ContinuousClock.now < end {
+                        guard await advanceOne(engine: engine, supply: supply, tally: tally) else { return }
+                    }
+                }
+            }
+        }
+    }
+
+    private func openLoop(engine: OrderFlowEngine, supply: OrderSupply, tally: OverloadTally, rate: Int) async {
+        let clock = ContinuousClock()
+        let start = clock.now
+        await withDiscardingTaskGroup { group in
+            for j in 0..<(rate * seconds) {
+                let due = start + .nanoseconds(Int64(j) * 1_000_000_000 / Int64(rate))
+                if due > clock.now { try? await clock.sleep(until: due) }
+                group.addTask { _ = await advanceOne(engine: engine, supply: supply, tally: tally) }
+            }
+        }
+    }
+
+    /// One advance of a free order; false when no order was free.
+    private func advanceOne(engine: OrderFlowEngine, supply: OrderSupply, tally: OverloadTally) async -> Bool {
+        guard let (order, step) = supply.take() else {
+            tally.starve()
+            return false
+        }
+        let (target, input) = Self.steps[step]
+        let asked = ContinuousClock.now
+        do {
+            _ = try await engine.advance("ov-\(order)", to: target, input: input)
+            tally.commit(after: ContinuousClock.now - asked)
+            supply.give(order, step: step + 1)
+        } catch let error as OrderFlowError where error.isBusy {
+            tally.refuse(after: ContinuousClock.now - asked, error)
+            supply.give(order, step: step)
+        } catch {
+            tally.fail(error)
+            // Out of step or worse: leave the order out of the run.
+        }
+        return true
+    }
+
+    /// Seconds until `activity_commands` is empty (polled every 50 ms; at most 120 s).
+    private func drainTime(engine: OrderFlowEngine) async throws -> Double {
+        let start = ContinuousClock.now
+        while ContinuousClock.now - start < .seconds(120) {
+            let depth = try await engine.pool.query(PostgresQuery("SELECT count(*)::bigint AS n FROM activity_commands"))
+                .single().decode("n", as: Int.self)
+            if depth == 0 { return (ContinuousClock.now - start).asSeconds }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw BenchError("the outbox did not drain within 120 s")
+    }
+
+    private func sampleDepths(configuration: PostgresConfiguration) async -> [Int] {
+        (try? await PostgresConnection.withConnection(configuration) { connection in
+            var depths: [Int] = []
+            let clock = ContinuousClock()
+            var next = clock.now
+            while !Task.isCancelled {
+                if let rows = try? await connection.query(PostgresQuery("SELECT count(*)::bigint AS n FROM activity_commands")),
+                   let depth = try? rows.single().decode("n", as: Int.self)
+                {
+                    depths.append(depth)
+                }
+                next = next + .milliseconds(500)
+                try? await clock.sleep(until: next)
+            }
+            return depths
+        }) ?? []
+    }
+
+    private func peakRSSMegabytes() -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+              let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "")
+        else { return 0 }
+        return kilobytes / 1024
+    }
+}
+
+/// Orders not in flight, each with its next step; first in, first out.
+final class OrderSupply: Sendable {
+    private let state: Mutex<(free: [(order: Int, step: Int)], head: Int)>
+    private let steps: Int
+
+    init(count: Int, steps: Int) {
+        self.steps = steps
+        state = Mutex(((0..<count).map { ($0, 0) }, 0))
+    }
+
+    func take() -> (Int, Int)? {
+        state.withLock { state in
+            guard state.head < state.free.count else { return nil }
+            defer { state.head += 1 }
+            return state.free[state.head]
+        }
+    }
+
+    func give(_ order: Int, step: Int) {
+        guard step < steps else { return }
+        state.withLock { state in
+            if state.head > 4096 {
+                state.free.removeFirst(state.head)
+                state.head = 0
+            }
+            state.free.append((order, step))
+        }
+    }
+}
+
+/// What happened in one phase, written from many tasks.
+final class OverloadTally: Sendable {
+    private struct State {
+        var committed: [Double] = []
+        var refused: [Double] = []
+        var firstBusy: String?
+        var otherFailures: [String] = []
+        var starved = 0
+    }
+
+    private let state = Mutex(State())
+
+    func commit(after duration: Duration) { state.withLock { $0.committed.append(duration.asSeconds) } }
+    func refuse(after duration: Duration, _ error: OrderFlowError) {
+        state.withLock { state in
+            state.refused.append(duration.asSeconds)
+            if state.firstBusy == nil {
+                state.firstBusy = error.message + (error.retryAfter.map { " (retryAfter \(Stats.ms($0.asSeconds)))" } ?? "")
+            }
+        }
+    }
+    func fail(_ error: any Error) { state.withLock { $0.otherFailures.append(String(describing: error)) } }
+    func starve() { state.withLock { $0.starved += 1 } }
+
+    func phase(label: String, seconds: Double, drain: Double, depths: [Int]) -> OverloadPhase {
+        state.withLock { state in
+            OverloadPhase(
+                label: label, seconds: seconds, committed: state.committed, refused: state.refused, firstBusy: state.firstBusy,
+                otherFailures: state.otherFailures, starved: state.starved, drain: drain, depths: depths)
+        }
+    }
+}
+
+struct OverloadPhase: Sendable {
+    var label: String
+    var seconds: Double
+    var committed: [Double]
+    var refused: [Double]
+    var firstBusy: String?
+    var otherFailures: [String]
+    var starved: Int
+    var drain: Double
+    var depths: [Int]
+
+    var committedPerSecond: Double { Double(committed.count) / seconds }
+
+    func line(capacity: Double) -> String {
+        let refusedText = refused.isEmpty
+            ? "0"
+            : "\(refused.count) (\(Stats.ms(Stats.percentile(refused, 0.5))) / \(Stats.ms(Stats.percentile(refused, 0.99))))"
+        return "\(label) \(String(format: "%.1f", seconds))".padding(toLength: 26, withPad: " ", startingAt: 0)
+            + String(format: "%9d  %6.0f  %5.2f   ", committed.count, committedPerSecond, capacity > 0 ? committedPerSecond / capacity : 0)
+            + refusedText.padding(toLength: 38, withPad: " ", startingAt: 0)
+            + "\(otherFailures.count)".padding(toLength: 17, withPad: " ", startingAt: 0)
+            + "\(Stats.ms(Stats.percentile(committed, 0.5))) / \(Stats.ms(Stats.percentile(committed, 0.99)))".padding(toLength: 21, withPad: " ", startingAt: 0)
+            + "\(depths.max() ?? 0)".padding(toLength: 13, withPad: " ", startingAt: 0)
+            + String(format: "%.2f s", drain)
+    }
+}
