@@ -237,7 +237,7 @@ let package = Package(
         .testTarget(
             name: "OrderFlowHTTPTests",
             dependencies: [
-                "OrderFlowHTTP", "OrderFlow", "OrderFlowTesting",
+                "OrderFlowHTTP", "OrderFlow", "OrderFlowTesting", "PGKit",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]

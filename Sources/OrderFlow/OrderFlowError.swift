@@ -14,10 +14,12 @@ public struct OrderFlowError: Error, Sendable, CustomStringConvertible {
         case invalidTransition
         /// A value the caller gave is not acceptable (attributes, input, token, ambiguous name).
         case invalidInput
-        /// The database cannot be reached now, or has no (current) schema, or is busy: every
-        /// connection of the pool in use and more callers waiting than it can serve in time
-        /// (then `isBusy` is true and `retryAfter` says when to try again); the message says which.
+        /// The database cannot be reached now, or has no (current) schema; the message says which.
         case databaseUnavailable
+        /// The database is fine but the engine is at capacity: every connection of the pool in
+        /// use and more callers waiting than it can serve in time. Nothing was written; retry
+        /// after `retryAfter` (HTTP 503 with `Retry-After`), or raise the pool size.
+        case busy
         /// A setting cannot be used: a malformed database URL, an unknown connection option.
         case invalidConfiguration
         /// Something no rule foresaw: a bug, or a database error of a kind the engine does not
@@ -81,7 +83,7 @@ public struct OrderFlowError: Error, Sendable, CustomStringConvertible {
             return OrderFlowError(.databaseUnavailable, "\(reason); retry when it is back")
         case _ where error.isBusy:
             // Not "unavailable": the database answers, the pool is full. Said as the pool said it.
-            var busy = OrderFlowError(.databaseUnavailable, error.message)
+            var busy = OrderFlowError(.busy, error.message)
             busy.isBusy = true
             busy.retryAfter = error.retryAfter ?? .seconds(1)
             return busy

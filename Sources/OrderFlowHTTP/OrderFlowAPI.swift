@@ -279,7 +279,7 @@ struct OrderFlowAPI: APIProtocol {
         } catch {
             let (status, details) = ProblemResponse.problem(for: error, requestID: requestID)
             let headers = Components.Responses.Problem.Headers(
-                retryAfter: status == .serviceUnavailable ? ProblemResponse.retryAfterSeconds : nil)
+                retryAfter: status == .serviceUnavailable ? ProblemResponse.retryAfter(for: error) ?? ProblemResponse.retryAfterSeconds : nil)
             return problem(status.code, .init(headers: headers, body: .applicationProblemJson(.init(
                 _type: details.type, title: details.title, status: details.status, detail: details.detail, code: details.code,
                 requestId: details.requestID, currentState: details.currentState, candidates: details.candidates,

@@ -33,8 +33,23 @@ enum ProblemResponse {
         }
     }
 
-    /// Seconds a client waits before retrying a 503.
+    /// Seconds a client waits before retrying a 503 when nothing better is known.
     static let retryAfterSeconds = 2
+
+    /// `Retry-After` for an error: a busy engine's own estimate of when its queue clears
+    /// (1 to 10 s), 2 s for an unreachable database, nil for everything else.
+    static func retryAfter(for error: any Error) -> Int? {
+        guard let error = OrderFlowError.translating(error) else { return nil }
+        switch error.code {
+        case .busy:
+            let seconds = error.retryAfter.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 } ?? 1
+            return min(10, max(1, Int(seconds.rounded(.up))))
+        case .databaseUnavailable:
+            return retryAfterSeconds
+        default:
+            return nil
+        }
+    }
 
     /// The status and body for any error a handler meets.
     static func problem(for error: any Error, requestID: String?) -> (status: HTTPResponse.Status, body: Body) {
@@ -70,7 +85,7 @@ enum ProblemResponse {
         case .alreadyExists, .conflict: .conflict
         case .invalidTransition: .unprocessableContent
         case .invalidInput: .badRequest
-        case .databaseUnavailable: .serviceUnavailable
+        case .databaseUnavailable, .busy: .serviceUnavailable
         case .invalidConfiguration, .unexpected: .internalServerError
         }
     }
@@ -78,7 +93,9 @@ enum ProblemResponse {
     /// A whole response, for middleware that answers before any handler runs.
     static func response(for error: any Error, requestID: String?) -> Response {
         let (status, body) = problem(for: error, requestID: requestID)
-        return response(status: status, body: body)
+        var made = response(status: status, body: body)
+        if let seconds = retryAfter(for: error) { made.headers[.retryAfter] = String(seconds) }
+        return made
     }
 
     static func response(status: HTTPResponse.Status, code: String, detail: String, requestID: String?) -> Response {

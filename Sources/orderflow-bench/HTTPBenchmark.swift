@@ -46,9 +46,19 @@ struct HTTPBenchmark: AsyncParsableCommand {
     }
 
     func run() async throws {
+        let bench = try await BenchDatabase.make(url: database)
+        do {
+            try await measure(bench)
+        } catch {
+            await bench.finish()
+            throw error
+        }
+        await bench.finish()
+    }
+
+    private func measure(_ bench: BenchDatabase) async throws {
         var logger = Logger(label: "orderflow.bench")
         logger.logLevel = .warning
-        let bench = try await BenchDatabase.make(url: database)
         let engine = OrderFlowEngine(
             configuration: OrderFlowConfiguration(database: bench.configuration, maximumConnections: databaseConnections), logger: logger)
         _ = try await engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
@@ -105,7 +115,6 @@ struct HTTPBenchmark: AsyncParsableCommand {
         try await client.shutdown()
         server.stop()
         await engine.shutdown()
-        await bench.drop()
     }
 
     private func createOrders(engine: OrderFlowEngine, orders: Range<Int>) async throws {

@@ -4,6 +4,8 @@ import Hummingbird
 import HummingbirdTesting
 import OrderFlow
 import OrderFlowTesting
+import PGKit
+import Logging
 import Testing
 @testable import OrderFlowHTTP
 
@@ -66,5 +68,33 @@ extension HTTPAPITests {
             let badCursor = try await call(client, .get, "/v1/events", headers: harness.headers([HTTPField.Name("Last-Event-ID")!: "yesterday"]))
             expectProblem(badCursor, .badRequest, code: "invalidInput", containing: "not an event id")
         }
+    }
+}
+
+extension HTTPAPITests {
+    @Test("a busy engine answers 503 busy with its Retry-After, at once, and says the database is fine")
+    func busyIsServiceUnavailable() async throws {
+        let harness = try await Harness.make()
+        defer { Task { await harness.fixture.shutdown() } }
+        var configuration = OrderFlowConfiguration(database: harness.fixture.database, maximumConnections: 2)
+        configuration.acquireTimeout = .milliseconds(300)
+        let engine = OrderFlowEngine(configuration: configuration)
+        let application = Application(router: try OrderFlowHTTPServer.router(engine: engine, runsWorker: false, logger: Logger(label: "test")))
+        // Both connections held (a long statement each) while the API is called.
+        let holders = (0..<2).map { _ in
+            Task { try await engine.pool.withConnection { connection in try await connection.query(PostgresQuery("SELECT pg_sleep(2)")) } }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        try await application.test(.router) { client in
+            let started = ContinuousClock.now
+            let reply = try await call(client, .get, "/v1/orders", headers: harness.headers())
+            expectProblem(reply, .serviceUnavailable, code: "busy", containing: "busy")
+            #expect(!reply.body.contains("unavailable"), "busy is not 'the database is unavailable': \(reply.body)")
+            let retryAfter = try #require(reply.headers[.retryAfter].flatMap(Int.init), "\(reply.headers)")
+            #expect((1...10).contains(retryAfter))
+            #expect(ContinuousClock.now - started < .seconds(1.5), "refused within the acquire timeout, not after the holders")
+        }
+        for holder in holders { _ = try? await holder.value }
+        await engine.shutdown()
     }
 }

@@ -40,7 +40,7 @@ struct TimingBusyEngineTests {
             } catch let error as OrderFlowError {
                 #expect(clock.now - asked < .milliseconds(300), "refused at once, not after a wait")
                 #expect(error.isBusy)
-                #expect(error.code == .databaseUnavailable)
+                #expect(error.code == .busy)
                 #expect(error.message.hasPrefix("busy: the pool's one connection is in use and 1 caller waiting"), "\(error.message)")
                 #expect(error.message.hasSuffix("; retry shortly, or raise the pool size"), "\(error.message)")
                 #expect(!error.message.contains("unavailable"), "\(error.message)")

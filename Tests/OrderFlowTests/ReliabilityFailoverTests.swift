@@ -230,7 +230,7 @@ struct ReliabilityFailoverTests {
 
     static func isDatabaseUnavailable(_ result: Result<AdvanceResult, any Error>) -> Bool {
         guard case .failure(let error) = result, let error = error as? OrderFlowError else { return false }
-        return error.code == .databaseUnavailable
+        return error.code == .databaseUnavailable || error.code == .busy
     }
 
     static func transitionCount(_ pair: StandbyPair, node: Int, orderID: String, seq: Int) async throws -> Int {

@@ -130,7 +130,7 @@ public enum FailureReport {
         case .alreadyExists, .conflict: return .conflict
         case .invalidTransition: return .invalidTransition
         case .invalidInput: return .invalidInput
-        case .databaseUnavailable: return .databaseUnavailable
+        case .databaseUnavailable, .busy: return .databaseUnavailable
         case .invalidConfiguration: return .usage
         case .unexpected: return .internalError
         }
