@@ -26,6 +26,20 @@ struct ShowOrder: AsyncParsableCommand {
 
     @OptionGroup var output: OutputOptions
 
+    /// What the customer's app last reported: its activity's state and the newest transition it
+    /// had applied, flagged when pushes APNs accepted are not applied yet.
+    static func phone(_ activity: ActivityInfo, _ terminal: Terminal) -> String {
+        guard let state = activity.appState else { return "-" }
+        var text = Formatting.escaped(state)
+        if let applied = activity.appAppliedSeq {
+            text += ", applied #\(applied)"
+            if applied < activity.lastSeq, activity.status == "active" {
+                return terminal.styled(text + " of #\(activity.lastSeq) sent", .yellow)
+            }
+        }
+        return text
+    }
+
     /// The JSON of `show`: the order, its history and its activities.
     struct Document: Encodable {
         var order: OrderSnapshot
@@ -113,13 +127,14 @@ struct ShowOrder: AsyncParsableCommand {
         if document.activities.isEmpty {
             lines.append("no device follows this order; add one with `orderflow follow \(Formatting.commandWord(order.orderID)) DEVICE`")
         } else {
-            var devices = TextTable(header: ["DEVICE", "ACTIVITY", "TOKEN", "LAST SENT", "PUSHED"])
+            var devices = TextTable(header: ["DEVICE", "ACTIVITY", "TOKEN", "LAST SENT", "PUSHED", "THE PHONE SAYS"])
             for activity in document.activities {
                 devices.append([
                     Formatting.escaped(activity.deviceID), StateStyle.activity(activity.status, terminal),
                     Formatting.tokenSuffix(activity.tokenSuffix),
                     activity.lastSeq > 0 ? "#\(activity.lastSeq)" : "-",
                     activity.lastPushedAt.map { Formatting.localTime($0) } ?? "-",
+                    Self.phone(activity, terminal),
                 ])
             }
             lines += devices.render(terminal)

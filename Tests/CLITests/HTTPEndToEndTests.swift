@@ -60,9 +60,23 @@ struct HTTPEndToEndTests {
 
         let details = try await setup.engine.order("E2E-1")
         #expect(details.activities.first?.appState == "active" && details.activities.first?.appAppliedSeq != nil, "\(details.activities)")
+        let shown = try await cli.run("show", "E2E-1")
+        #expect(shown.stdout.contains("THE PHONE SAYS") && shown.stdout.contains("active, applied #"), "\(shown)")
+
+        // A client that keeps the feed open does not hold the server up at SIGINT.
+        let feedClient = Process()
+        feedClient.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        feedClient.arguments = ["-sN", "--max-time", "60", "http://127.0.0.1:\(port)/v1/events", "-H", "Authorization: Bearer \(key)"]
+        feedClient.standardOutput = FileHandle.nullDevice
+        feedClient.standardError = FileHandle.nullDevice
+        try feedClient.run()
+        defer { if feedClient.isRunning { feedClient.terminate() } }
+        try await Task.sleep(for: .milliseconds(500))
+        let interrupted = Date()
         serve.interrupt()
         let stopped = try await serve.finish()
         #expect(stopped.status == 0, "\(stopped)")
+        #expect(Date().timeIntervalSince(interrupted) < 30, "it stopped without waiting for the feed's client to hang up")
         #expect(!stopped.stderr.contains(key) && !ran.stdout.contains(key), "the key never appears whole")
         // Each request is logged once with its request id (never with a credential).
         let advances = stopped.stderr.split(separator: "\n").filter { $0.contains("/v1/orders/E2E-1/advance") }

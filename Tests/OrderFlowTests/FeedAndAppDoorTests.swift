@@ -110,8 +110,10 @@ struct FeedAndAppDoorTests {
         _ = try await h.createFoodOrder("D1")
         try await h.engine.registerActivityToken(orderID: "D1", deviceID: "phone", token: token)
         let worker = h.start(h.configuration())
-        try await eventually("the current state is sent") { !h.pushes(token).isEmpty }
-        try await Task.sleep(for: .milliseconds(200))
+        try await eventually("the current state is sent and recorded") {
+            let recorded = try await h.outcomes("D1")
+            return !h.pushes(token).isEmpty && !recorded.isEmpty
+        }
 
         let applied = try await h.engine.reportActivityState(orderID: "D1", deviceID: "phone", state: .active, appliedAt: Date())
         #expect(applied.appState == "active" && applied.appAppliedSeq == 1 && applied.status == "active", "\(applied)")
