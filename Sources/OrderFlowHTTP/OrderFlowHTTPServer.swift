@@ -85,11 +85,12 @@ public final class OrderFlowHTTPServer: Service, Sendable {
         let router = Router()
         router.add(middleware: RequestBodyLimit())
         router.add(middleware: RequestErrors())
-        router.add(middleware: MerchantAuthentication(engine: engine, publicPaths: ["/healthz", "/openapi.yaml"]))
+        router.add(middleware: MerchantAuthentication(engine: engine, publicPaths: BoardRoutes.publicPaths.union(["/healthz", "/openapi.yaml"])))
         router.get("/openapi.yaml") { _, _ in
             Response(status: .ok, headers: [.contentType: "application/yaml"],
                      body: .init(byteBuffer: ByteBuffer(bytes: Contract.document)))
         }
+        BoardRoutes(engine: engine).register(on: router)
         let api = OrderFlowAPI(engine: engine, runsWorker: runsWorker, events: events)
         try api.registerHandlers(on: router)
         return router
