@@ -61,7 +61,7 @@ struct DemoCommand: AsyncParsableCommand {
             let port = boardPort
             let serveBoard: @Sendable (OrderFlowEngine) async throws -> [any Service] = { engine in
                 let server = OrderFlowHTTPServer(engine: engine, configuration: .init(port: port), logger: logger)
-                return [server, BoardLinkAnnouncer(server: server)]
+                return [server, BoardLinkAnnouncer(server: server, merchantID: engine.configuration.merchantID)]
             }
             try await demo.run(database: database, databaseLine: databaseLine, keepServing: board ? serveBoard : nil)
         } catch let error as DemoError {
@@ -81,10 +81,15 @@ struct DemoCommand: AsyncParsableCommand {
 /// Says where the demo's board is once its server listens, then waits for Ctrl-C.
 struct BoardLinkAnnouncer: Service {
     let server: OrderFlowHTTPServer
+    let merchantID: String
 
     func run() async throws {
         if let link = try await server.boardSignInLink() {
             Terminal.writeError("orderflow: the counter board of the demo's merchant: \(link)")
+            Terminal.writeError("orderflow: the demo's orders have ended; add one and move it from the board or the CLI:")
+            Terminal.writeError("  export ORDERFLOW_MERCHANT=\(merchantID)")
+            Terminal.writeError("  orderflow order create 2001 --workflow food-order --attr merchantName=\"Luigi's\" --attr orderNumber=2001 --attr itemCount=2")
+            Terminal.writeError("  orderflow advance 2001 accept --eta 20m")
             Terminal.writeError("orderflow: the demo keeps its worker and the APNs stand-in running for the board; Ctrl-C stops them")
         }
         try? await gracefulShutdown()
