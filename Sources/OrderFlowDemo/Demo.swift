@@ -52,7 +52,11 @@ public struct Demo: Sendable {
     ///   - workflowsFolder: where `food-order.yaml` and `ride.yaml` are; by default `workflows/`
     ///     under the working directory, else in the checkout this module was built from.
     /// - Throws: ``DemoError`` when the run did not go as it should; the engine's errors.
-    public func run(database: DatabaseConfiguration, databaseLine: String, workflowsFolder: URL? = nil) async throws {
+    ///   - keepServing: when given, after the report the demo's worker (and the stand-in) run on,
+    ///     beside the services it returns for the demo's engine, until Ctrl-C: `orderflow demo
+    ///     --board` serves the counter board there.
+    public func run(database: DatabaseConfiguration, databaseLine: String, workflowsFolder: URL? = nil,
+                    keepServing: (@Sendable (OrderFlowEngine) async throws -> [any Service])? = nil) async throws {
         let began = ContinuousClock.now
         output.done(databaseLine)
         let migration = try await Schema.migrate(database)
@@ -85,11 +89,23 @@ public struct Demo: Sendable {
             try? await apns.stop()
             throw error
         }
-        try? await apns.stop()
         output.write(report.lines(output.terminal))
         if let problem = report.problem {
+            try? await apns.stop()
             throw DemoError(.failed, problem)
         }
+        if let keepServing {
+            do {
+                let host = try makeHost(database: database, merchantID: merchantID, apns: apns, signingKey: signingKey)
+                let services = try await keepServing(host.engine)
+                let group = ServiceGroup(services: [host] + services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+                try await group.run()
+            } catch {
+                try? await apns.stop()
+                throw error
+            }
+        }
+        try? await apns.stop()
     }
 
     /// The host with the stand-in as its APNs endpoint, serving the demo's merchant alone: other

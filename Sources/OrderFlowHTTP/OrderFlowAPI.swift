@@ -44,7 +44,8 @@ struct OrderFlowAPI: APIProtocol {
             let stored = try await engine.storedWorkflow(name: input.path.name, version: input.query.version)
             return .ok(.init(body: .json(.init(
                 name: stored.name, version: stored.version, attributesType: stored.workflow.attributesType,
-                states: stored.workflow.states.map(\.name), source: stored.source, createdAt: stored.createdAt))))
+                states: stored.workflow.states.map(\.name), finalStates: stored.workflow.states.filter(\.isFinal).map(\.name),
+                transitions: stored.workflow.transitions.map(Self.workflowTransition), source: stored.source, createdAt: stored.createdAt))))
         }
     }
 
@@ -240,6 +241,13 @@ struct OrderFlowAPI: APIProtocol {
     }
 
     // MARK: Translation
+
+    /// A step the workflow allows, with the input it takes (for the board's buttons and forms).
+    static func workflowTransition(_ spec: TransitionSpec) -> Components.Schemas.WorkflowTransition {
+        .init(from: spec.from, to: spec.to, event: spec.event, inputs: spec.inputs.map {
+            .init(name: $0.name, _type: $0.type.spelling, required: !$0.type.isOptional)
+        })
+    }
 
     /// The history's actor for changes made through the API.
     static var actor: String { "api:\(RequestScope.current?.requestID ?? "-")" }

@@ -99,7 +99,8 @@ public final class OrderFlowHTTPServer: Service, Sendable {
         // logged once with its request id, whatever answers it.
         router.add(middleware: MetricsMiddleware())
         router.add(middleware: MerchantAuthentication(
-            engine: engine, publicPaths: metrics == nil ? ["/healthz", "/openapi.yaml"] : ["/healthz", "/openapi.yaml", "/metrics"],
+            engine: engine,
+            publicPaths: BoardRoutes.publicPaths.union(metrics == nil ? ["/healthz", "/openapi.yaml"] : ["/healthz", "/openapi.yaml", "/metrics"]),
             logger: logger))
         router.add(middleware: RequestBodyLimit())
         router.add(middleware: RequestErrors())
@@ -113,6 +114,7 @@ public final class OrderFlowHTTPServer: Service, Sendable {
                          body: .init(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
             }
         }
+        BoardRoutes(engine: engine).register(on: router)
         let api = OrderFlowAPI(engine: engine, runsWorker: runsWorker, workerStatus: workerStatus, events: events)
         try api.registerHandlers(on: router, configuration: Configuration(dateTranscoder: ISO8601Transcoder()))
         return router

@@ -19,7 +19,8 @@ struct RequestScope: Sendable {
 }
 
 /// Resolves `Authorization: Bearer <api key>` to its merchant for every route but the public
-/// ones (`/healthz`, `/openapi.yaml`), and answers 401 with a problem body otherwise.
+/// ones (`/healthz`, `/openapi.yaml`, the board's page), and answers 401 with a problem body
+/// otherwise. Without that header, the board's session cookie (``BoardCookie``) is accepted.
 ///
 /// Logs every request once, when it is answered: method, path, status, milliseconds, the
 /// merchant and the request id (never a credential).
@@ -53,6 +54,24 @@ struct MerchantAuthentication<Context: RequestContext>: RouterMiddleware {
         var response: Response
         if publicPaths.contains(request.uri.path) {
             response = try await next(request, context)
+        } else if request.headers[.authorization] == nil, let session = BoardCookie.session(in: request.headers) {
+            // The counter board's calls: its session cookie stands for the merchant's key.
+            let merchantID: String?
+            do {
+                merchantID = try await engine.resolveBoardSession(session)
+            } catch {
+                response = ProblemResponse.response(for: error, requestID: requestID)
+                response.headers[.xRequestID] = requestID
+                return response
+            }
+            guard let merchantID else {
+                return Self.unauthorized(BoardCookie.expired, challenge: "Bearer", requestID: requestID)
+            }
+            if let refused = BoardCookie.refuseCrossSite(request, requestID: requestID) { return refused }
+            resolved(merchantID)
+            response = try await RequestScope.$current.withValue(RequestScope(merchantID: merchantID, requestID: requestID)) {
+                try await next(request, context)
+            }
         } else {
             guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer "),
                   case let key = header.dropFirst(7).trimmingCharacters(in: .whitespaces), !key.isEmpty

@@ -1,7 +1,10 @@
 import ArgumentParser
 import ConsoleOutput
 import LocalPostgres
+import OrderFlow
 import OrderFlowDemo
+import OrderFlowHTTP
+import ServiceLifecycle
 
 /// `orderflow demo`: chooses the database and runs ``Demo``.
 struct DemoCommand: AsyncParsableCommand {
@@ -16,10 +19,23 @@ struct DemoCommand: AsyncParsableCommand {
             pushes they became, and stops what it started. Takes about 15 seconds; nothing is \
             sent to Apple.
 
+            With --board, the worker and the stand-in keep running after the report, beside \
+            the HTTP API, and the demo prints a sign-in link to the counter board for the \
+            demo's merchant: advance its orders there (or with `ORDERFLOW_MERCHANT=<the \
+            demo's merchant> orderflow advance …`) and watch the Lock Screen preview; Ctrl-C \
+            stops everything.
+
             Example:
               orderflow demo
+              orderflow demo --board
               ORDERFLOW_DATABASE_URL=postgresql://me@localhost/scratch orderflow demo
             """)
+
+    @Flag(help: "Keep the demo's worker running and serve the counter board (a sign-in link is printed) until Ctrl-C.")
+    var board = false
+
+    @Option(name: .customLong("board-port"), help: ArgumentHelp("The board's port with --board (default 0: a free one).", valueName: "port"))
+    var boardPort: Int = 0
 
     func run() async throws {
         let context = CommandContext.current()
@@ -41,7 +57,13 @@ struct DemoCommand: AsyncParsableCommand {
             case .url(let url, let variable):
                 "using the database of \(variable): \(Formatting.maskedDatabaseURL(url))"
             }
-            try await demo.run(database: database, databaseLine: databaseLine)
+            let logger = context.logger("orderflow.demo")
+            let port = boardPort
+            let serveBoard: @Sendable (OrderFlowEngine) async throws -> [any Service] = { engine in
+                let server = OrderFlowHTTPServer(engine: engine, configuration: .init(port: port), logger: logger)
+                return [server, BoardLinkAnnouncer(server: server, merchantID: engine.configuration.merchantID)]
+            }
+            try await demo.run(database: database, databaseLine: databaseLine, keepServing: board ? serveBoard : nil)
         } catch let error as DemoError {
             if let startedHere { try? await startedHere.stop() }
             throw CLIError(error.kind == .workflowsMissing ? .notFound : .internalError, error.problem, remedy: error.remedy)
@@ -53,5 +75,23 @@ struct DemoCommand: AsyncParsableCommand {
             try await startedHere.stop()
             context.terminal.write(context.terminal.styled("✓ ", .green) + "stopped the local PostgreSQL again (the demo had started it)")
         }
+    }
+}
+
+/// Says where the demo's board is once its server listens, then waits for Ctrl-C.
+struct BoardLinkAnnouncer: Service {
+    let server: OrderFlowHTTPServer
+    let merchantID: String
+
+    func run() async throws {
+        if let link = try await server.boardSignInLink() {
+            Terminal.writeError("orderflow: the counter board of the demo's merchant: \(link)")
+            Terminal.writeError("orderflow: the demo's orders have ended; add one and move it from the board or the CLI:")
+            Terminal.writeError("  export ORDERFLOW_MERCHANT=\(merchantID)")
+            Terminal.writeError("  orderflow order create 2001 --workflow food-order --attr merchantName=\"Luigi's\" --attr orderNumber=2001 --attr itemCount=2")
+            Terminal.writeError("  orderflow advance 2001 accept --eta 20m")
+            Terminal.writeError("orderflow: the demo keeps its worker and the APNs stand-in running for the board; Ctrl-C stops them")
+        }
+        try? await gracefulShutdown()
     }
 }

@@ -5,5 +5,5 @@ extension OrderFlowCommand {
     /// (WorkerCommand.swift, `orderflow worker …`) and `DemoCommand.self` (DemoCommand.swift,
     /// `orderflow demo`) here. They use `CommandContext` for the database, the engine, output and
     /// logging, and throw errors that `FailureReport` maps to exit codes.
-    static let pluggedInCommands: [any ParsableCommand.Type] = [WorkerCommand.self, DemoCommand.self]
+    static let pluggedInCommands: [any ParsableCommand.Type] = [WorkerCommand.self, DemoCommand.self, BoardLinkCommand.self]
 }

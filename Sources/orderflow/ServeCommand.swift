@@ -20,6 +20,10 @@ struct ServeCommand: AsyncParsableCommand {
             (the APNs settings are `orderflow worker run`'s), unless --no-worker. SIGTERM or \
             SIGINT lets the requests in flight finish, then stops the worker, and exits 0.
 
+            The counter board for staff is served at /board: at start, serve prints a \
+            one-time sign-in link for the default merchant (`orderflow board-link` prints \
+            one for any merchant).
+
             Example:
               orderflow serve --port 8080 --no-worker
             """)
@@ -71,6 +75,14 @@ struct ServeCommand: AsyncParsableCommand {
             tasks.addTask {
                 guard let port = await server.listening() else { return }
                 Terminal.writeError("orderflow: serving the API on http://\(server.configuration.host):\(port) (contract: /openapi.yaml); Ctrl-C stops it")
+                // As notebook servers do: a one-time link that signs a browser in to the board.
+                do {
+                    if let link = try await server.boardSignInLink() {
+                        Terminal.writeError("orderflow: the counter board: \(link) (works once; `orderflow board-link` prints another)")
+                    }
+                } catch {
+                    Terminal.writeError("orderflow: no sign-in link for the board: \(error)")
+                }
             }
             try await tasks.waitForAll()
         }

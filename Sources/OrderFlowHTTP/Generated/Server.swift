@@ -436,6 +436,11 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
     }
     /// One workflow version (the newest unless `version` is given), with its YAML.
     ///
+    /// Also the transitions the workflow allows, each with the input it takes, so that a
+    /// client (the counter board) offers the next steps from an order's state without reading
+    /// the YAML: those whose `from` is the order's `state`.
+    ///
+    ///
     /// - Remark: HTTP `GET /v1/workflows/{name}`.
     /// - Remark: Generated from `#/paths//v1/workflows/{name}/get(getWorkflow)`.
     func getWorkflow(

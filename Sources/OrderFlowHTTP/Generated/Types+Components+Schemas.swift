@@ -218,6 +218,14 @@ extension Components {
             internal var attributesType: Swift.String
             /// - Remark: Generated from `#/components/schemas/StoredWorkflow/states`.
             internal var states: [Swift.String]
+            /// The states an order ends in.
+            ///
+            /// - Remark: Generated from `#/components/schemas/StoredWorkflow/final_states`.
+            internal var finalStates: [Swift.String]
+            /// Every allowed step, `from: any` spelled out as one per non-final state.
+            ///
+            /// - Remark: Generated from `#/components/schemas/StoredWorkflow/transitions`.
+            internal var transitions: [Components.Schemas.WorkflowTransition]
             /// The YAML exactly as applied.
             ///
             /// - Remark: Generated from `#/components/schemas/StoredWorkflow/source`.
@@ -231,6 +239,8 @@ extension Components {
             ///   - version:
             ///   - attributesType:
             ///   - states:
+            ///   - finalStates: The states an order ends in.
+            ///   - transitions: Every allowed step, `from: any` spelled out as one per non-final state.
             ///   - source: The YAML exactly as applied.
             ///   - createdAt:
             internal init(
@@ -238,6 +248,8 @@ extension Components {
                 version: Swift.Int,
                 attributesType: Swift.String,
                 states: [Swift.String],
+                finalStates: [Swift.String],
+                transitions: [Components.Schemas.WorkflowTransition],
                 source: Swift.String,
                 createdAt: Foundation.Date
             ) {
@@ -245,6 +257,8 @@ extension Components {
                 self.version = version
                 self.attributesType = attributesType
                 self.states = states
+                self.finalStates = finalStates
+                self.transitions = transitions
                 self.source = source
                 self.createdAt = createdAt
             }
@@ -253,8 +267,84 @@ extension Components {
                 case version
                 case attributesType = "attributes_type"
                 case states
+                case finalStates = "final_states"
+                case transitions
                 case source
                 case createdAt = "created_at"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WorkflowTransition`.
+        internal struct WorkflowTransition: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WorkflowTransition/from`.
+            internal var from: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WorkflowTransition/to`.
+            internal var to: Swift.String
+            /// The event name
+            ///
+            /// - Remark: Generated from `#/components/schemas/WorkflowTransition/event`.
+            internal var event: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/WorkflowTransition/InputsPayload`.
+            internal struct InputsPayloadPayload: Codable, Hashable, Sendable {
+                /// - Remark: Generated from `#/components/schemas/WorkflowTransition/InputsPayload/name`.
+                internal var name: Swift.String
+                /// The workflow's spelling of the type: `date`, `string(40)`, `enum(a, b)`.
+                ///
+                /// - Remark: Generated from `#/components/schemas/WorkflowTransition/InputsPayload/type`.
+                internal var _type: Swift.String
+                /// - Remark: Generated from `#/components/schemas/WorkflowTransition/InputsPayload/required`.
+                internal var required: Swift.Bool
+                /// Creates a new `InputsPayloadPayload`.
+                ///
+                /// - Parameters:
+                ///   - name:
+                ///   - _type: The workflow's spelling of the type: `date`, `string(40)`, `enum(a, b)`.
+                ///   - required:
+                internal init(
+                    name: Swift.String,
+                    _type: Swift.String,
+                    required: Swift.Bool
+                ) {
+                    self.name = name
+                    self._type = _type
+                    self.required = required
+                }
+                internal enum CodingKeys: String, CodingKey {
+                    case name
+                    case _type = "type"
+                    case required
+                }
+            }
+            /// What the advance's `input` takes; a required one must be given.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WorkflowTransition/inputs`.
+            internal typealias InputsPayload = [Components.Schemas.WorkflowTransition.InputsPayloadPayload]
+            /// What the advance's `input` takes; a required one must be given.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WorkflowTransition/inputs`.
+            internal var inputs: Components.Schemas.WorkflowTransition.InputsPayload
+            /// Creates a new `WorkflowTransition`.
+            ///
+            /// - Parameters:
+            ///   - from:
+            ///   - to:
+            ///   - event: The event name
+            ///   - inputs: What the advance's `input` takes; a required one must be given.
+            internal init(
+                from: Swift.String,
+                to: Swift.String,
+                event: Swift.String? = nil,
+                inputs: Components.Schemas.WorkflowTransition.InputsPayload
+            ) {
+                self.from = from
+                self.to = to
+                self.event = event
+                self.inputs = inputs
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case from
+                case to
+                case event
+                case inputs
             }
         }
         /// - Remark: Generated from `#/components/schemas/NewOrder`.

@@ -1,0 +1,101 @@
+import Crypto
+import Foundation
+
+/// A one-time sign-in token for a merchant's counter board (`GET /board?token=…`).
+public struct BoardSignInToken: Sendable {
+    public var merchantID: String
+    /// `of_signin_…`: shown once, stored only as its hash.
+    public var token: String
+    public var expiresAt: Date
+}
+
+/// A board session, started by consuming a sign-in token; its secret goes into a cookie.
+public struct BoardSession: Sendable {
+    public var merchantID: String
+    /// `of_board_…`: stored only as its hash.
+    public var secret: String
+    public var expiresAt: Date
+}
+
+extension OrderFlowEngine {
+    var boardSessionStore: BoardSessionStore { BoardSessionStore(pool: pool) }
+
+    public static let boardSignInScheme = "of_signin_"
+    public static let boardSessionScheme = "of_board_"
+    /// How long a sign-in link stays usable: long enough to open the link `orderflow serve`
+    /// printed at start later in the day.
+    public static let boardSignInLifetime = 24 * 60 * 60
+    /// How long a board stays signed in: a long shift.
+    public static let boardSessionLifetime = 12 * 60 * 60
+
+    /// Makes a one-time sign-in link's token for the board of `merchantID` (the default
+    /// merchant, or one added with `orderflow merchant add`).
+    /// - Throws: `OrderFlowError.notFound` for an unknown merchant.
+    public func createBoardSignInToken(merchantID: String) async throws -> BoardSignInToken {
+        try await translatingErrors {
+            try Self.validateIdentifier(merchantID, what: "merchant id")
+            var known = merchantID == configuration.merchantID
+            if !known { known = try await merchantStore.merchantExists(merchantID) }
+            guard known else {
+                throw OrderFlowError(.notFound, "merchant \(Self.shown(merchantID)) does not exist; `orderflow merchant list` shows the merchants")
+            }
+            let token = Self.boardSignInScheme + Self.randomSecret()
+            let expiresAt = try await boardSessionStore.insertSignInToken(
+                hash: Self.secretHash(token), merchantID: merchantID, seconds: Self.boardSignInLifetime)
+            return BoardSignInToken(merchantID: merchantID, token: token, expiresAt: expiresAt)
+        }
+    }
+
+    /// Consumes a sign-in token and starts a session. Nil when the token is unknown, used
+    /// already or expired: it never works twice.
+    public func redeemBoardSignInToken(_ token: String) async throws -> BoardSession? {
+        try await translatingErrors {
+            guard Self.isSecret(token, scheme: Self.boardSignInScheme) else { return nil }
+            let secret = Self.boardSessionScheme + Self.randomSecret()
+            guard let started = try await boardSessionStore.redeemSignInToken(
+                hash: Self.secretHash(token), sessionHash: Self.secretHash(secret), seconds: Self.boardSessionLifetime)
+            else { return nil }
+            return BoardSession(merchantID: started.merchantID, secret: secret, expiresAt: started.expiresAt)
+        }
+    }
+
+    /// The merchant of a live board session; nil for an unknown or expired one.
+    public func resolveBoardSession(_ secret: String) async throws -> String? {
+        try await translatingErrors {
+            guard Self.isSecret(secret, scheme: Self.boardSessionScheme) else { return nil }
+            return try await boardSessionStore.sessionMerchant(hash: Self.secretHash(secret))
+        }
+    }
+
+    /// Ends a board session (signing out); unknown secrets are ignored.
+    public func endBoardSession(_ secret: String) async throws {
+        try await translatingErrors {
+            guard Self.isSecret(secret, scheme: Self.boardSessionScheme) else { return }
+            try await boardSessionStore.deleteSession(hash: Self.secretHash(secret))
+        }
+    }
+
+    /// 32 bytes from the system's generator, as URL-safe base64 without padding (43 characters).
+    private static func randomSecret() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        return Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
+    /// The scheme and 43 URL-safe base64 characters: anything else is not looked up.
+    private static func isSecret(_ text: String, scheme: String) -> Bool {
+        guard text.hasPrefix(scheme) else { return false }
+        let rest = text.utf8.dropFirst(scheme.utf8.count)
+        return rest.count == 43 && rest.allSatisfy {
+            (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0)
+                || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")
+        }
+    }
+
+    /// The stored form: the secrets are 256 random bits, so a plain SHA-256 cannot be reversed,
+    /// and finding the row by it says nothing about other secrets.
+    private static func secretHash(_ secret: String) -> Data {
+        Data(SHA256.hash(data: Data(secret.utf8)))
+    }
+}

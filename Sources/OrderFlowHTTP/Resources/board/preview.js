@@ -1,0 +1,137 @@
+// The Lock Screen preview: the card as the customer sees it now, drawn from what was actually
+// pushed (the history's deliveries, and the content and alert their transitions rendered),
+// not from the order's current state; beside it, the timeline of pushes.
+
+/// "out_for_delivery", "outForDelivery" → "Out for delivery".
+export function humanize(name) {
+  const words = String(name).replace(/_/g, " ").replace(/([a-z0-9])([A-Z])/g, "$1 $2").toLowerCase().trim();
+  return words.charAt(0).toUpperCase() + words.slice(1);
+}
+
+const isDate = (value) => typeof value === "string" && /^\d{4}-\d\d-\d\dT\d\d:\d\d/.test(value) && !Number.isNaN(Date.parse(value));
+const clock = (date) => new Date(date).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+const clockSeconds = (date) => new Date(date).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+
+function element(tag, attributes = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name === "class") node.className = value;
+    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value === true ? "" : value);
+  }
+  for (const child of children.flat()) if (child !== null && child !== undefined) node.append(child);
+  return node;
+}
+
+/// What the customer's device shows: the newest delivery APNs accepted, its transition's
+/// content, and the newest alert among the transitions that push carried.
+export function pushedState(history) {
+  const sent = history.deliveries.filter((delivery) => delivery.outcome === "sent")
+    .sort((a, b) => a.seq - b.seq || Date.parse(a.attempted_at) - Date.parse(b.attempted_at));
+  const last = sent.at(-1);
+  if (!last) return null;
+  const carried = history.transitions.filter((transition) => transition.seq <= last.seq && transition.seq > last.seq - last.merged)
+    .sort((a, b) => a.seq - b.seq);
+  const transition = history.transitions.find((candidate) => candidate.seq === last.seq) ?? carried.at(-1);
+  if (!transition) return null;
+  const alerted = [...carried].reverse().find((candidate) => candidate.aps?.alert);
+  return { delivery: last, transition, alert: alerted?.aps?.alert ?? null };
+}
+
+export function renderPreview(panel, history, workflow, close) {
+  const order = history.order;
+  const pushed = pushedState(history);
+  const title = order.attributes?.merchantName ?? order.workflow;
+  const number = order.attributes?.orderNumber ?? order.id;
+  const heading = element("header", { class: "preview-header" },
+    element("h2", {}, `Lock Screen · #${number}`),
+    element("button", { type: "button", class: "secondary", onclick: close, "aria-label": `Close the preview of order ${number}` }, "Close"));
+
+  let screen;
+  if (!pushed) {
+    screen = element("div", { class: "lock-screen" },
+      element("p", { class: "nothing" }, "Nothing was pushed to this order's devices yet: the Lock Screen shows no activity for it."));
+  } else {
+    const { delivery, transition, alert } = pushed;
+    const content = transition.content ?? {};
+    const stale = transition.stale_date && Date.parse(transition.stale_date) <= Date.now();
+    const ended = delivery.event === "end";
+    const states = workflow.states.filter((state) => !workflow.final_states.includes(state));
+    const position = states.indexOf(transition.to);
+    const finished = workflow.final_states.includes(transition.to);
+
+    const entries = Object.entries(content).filter(([, value]) => value !== null && value !== undefined && value !== "");
+    const headlineEntry = entries.find(([name]) => name === "status") ?? entries.find(([, value]) => typeof value === "string" && !isDate(value) && !value.includes(" "));
+    const messageEntry = entries.find(([name]) => name === "message")
+      ?? entries.filter(([name, value]) => typeof value === "string" && !isDate(value) && name !== headlineEntry?.[0]).sort((a, b) => b[1].length - a[1].length)[0];
+    const dates = entries.filter(([, value]) => isDate(value));
+    const others = entries.filter(([name, value]) => name !== headlineEntry?.[0] && name !== messageEntry?.[0] && !isDate(value));
+
+    const activity = element("section", {
+      class: `activity${stale ? " stale" : ""}${ended ? " ended" : ""}`, "aria-label": "Live Activity as shown on the Lock Screen",
+    },
+      element("div", { class: "activity-top" },
+        element("span", { class: "app-icon", "aria-hidden": "true" }, String(title).charAt(0).toUpperCase()),
+        element("span", { class: "activity-title" }, String(title)),
+        element("span", { class: "activity-number" }, `#${number}`)),
+      element("p", { class: "activity-headline" }, headlineEntry ? humanize(headlineEntry[1]) : humanize(transition.to)),
+      messageEntry ? element("p", { class: "activity-message" }, String(messageEntry[1])) : null,
+      dates.map(([name, value]) => element("p", { class: "activity-date" },
+        element("span", {}, humanize(name)), " ", element("strong", {}, clock(value)),
+        ` (${relative(value)})`)),
+      others.map(([name, value]) => element("p", { class: "activity-field" }, `${humanize(name)}: ${typeof value === "object" ? JSON.stringify(value) : value}`)),
+      states.length > 1 ? element("div", {
+        class: "progress", role: "img",
+        "aria-label": finished ? "finished" : `step ${position + 1} of ${states.length}`,
+      }, states.map((state, index) => element("span", { class: finished || index <= position ? "done" : "" }))) : null,
+      stale ? element("p", { class: "badge stale-badge" }, `Stale since ${clock(transition.stale_date)}: the content may be out of date`) : null,
+      ended ? element("p", { class: "badge" }, transition.dismissal_date
+        ? `Ended · leaves the Lock Screen at ${clock(transition.dismissal_date)}` : "Ended") : null);
+
+    const banner = alert ? element("section", { class: "alert-banner", "aria-label": "Alert shown with the last update" },
+      element("span", { class: "app-icon small", "aria-hidden": "true" }, String(title).charAt(0).toUpperCase()),
+      element("div", {},
+        element("p", { class: "alert-title" }, alertText(alert.title)),
+        alert.body ? element("p", { class: "alert-body" }, alertText(alert.body)) : null)) : null;
+
+    screen = element("div", { class: "lock-screen" },
+      element("p", { class: "lock-clock", "aria-hidden": "true" }, clock(Date.now())),
+      banner, activity,
+      element("p", { class: "caption" },
+        `As pushed at ${clockSeconds(delivery.attempted_at)} (${delivery.event}, transition ${transition.seq} to ${humanize(transition.to)})` +
+        (order.seq > transition.seq ? `; the order is at transition ${order.seq} (${humanize(order.state)}), not pushed yet` : "")));
+  }
+
+  const timeline = element("section", { class: "timeline", "aria-label": "Pushes" },
+    element("h3", {}, "Pushes"),
+    history.deliveries.length === 0 ? element("p", { class: "nothing" }, "No push attempted yet.") : element("ol", {},
+      [...history.deliveries].sort((a, b) => Date.parse(b.attempted_at) - Date.parse(a.attempted_at) || b.id - a.id).map((delivery) =>
+        element("li", { class: `push ${delivery.outcome}` },
+          element("span", { class: "push-time" }, clockSeconds(delivery.attempted_at)),
+          element("span", { class: "push-event" }, delivery.event),
+          element("span", { class: "push-priority", title: "APNs priority" }, delivery.priority === 10 ? "priority 10 (now)" : `priority ${delivery.priority} (when convenient)`),
+          element("span", { class: "push-outcome" }, outcomeText(delivery)),
+          element("span", { class: "push-device" }, `${delivery.device} · transition ${delivery.seq}${delivery.merged > 1 ? ` (${delivery.merged} merged)` : ""}`)))));
+
+  panel.replaceChildren(heading, element("div", { class: "preview-body" }, screen, timeline));
+}
+
+function outcomeText(delivery) {
+  const words = { sent: "sent", retry: "retrying", dead: "failed", token_dead: "token dead", rejected: "rejected" };
+  const status = delivery.status ? ` ${delivery.status}` : "";
+  return `${words[delivery.outcome] ?? delivery.outcome}${status}${delivery.reason ? ` ${delivery.reason}` : ""}`;
+}
+
+// An alert's text as APNs carries it: a string, or a localized key with arguments.
+function alertText(value) {
+  if (typeof value === "string") return value;
+  if (value && typeof value === "object") return value["loc-key"] ?? JSON.stringify(value);
+  return "";
+}
+
+function relative(date) {
+  const minutes = Math.round((Date.parse(date) - Date.now()) / 60000);
+  if (minutes === 0) return "now";
+  return minutes > 0 ? `in ${minutes} min` : `${-minutes} min ago`;
+}

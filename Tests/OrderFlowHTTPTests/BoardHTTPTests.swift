@@ -1,0 +1,110 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import OrderFlow
+import OrderFlowTesting
+import PGKit
+import Testing
+@testable import OrderFlowHTTP
+
+extension HTTPAPITests {
+    @Test("the board's sign-in: a one-time link becomes an HttpOnly, SameSite=Strict session cookie that stands for the merchant's key")
+    func boardSignIn() async throws {
+        let harness = try await Harness.make()
+        defer { Task { await harness.fixture.shutdown() } }
+        let engine = harness.fixture.engine
+        try await harness.application.test(.router) { client in
+            let signedOut = try await call(client, .get, "/board", headers: [:])
+            #expect(signedOut.status == .unauthorized && signedOut.body.contains("orderflow board-link --merchant ID"), "\(signedOut.body)")
+            #expect(signedOut.headers[.contentType]?.hasPrefix("text/html") == true)
+
+            let link = try await engine.createBoardSignInToken(merchantID: "default")
+            #expect(link.token.hasPrefix("of_signin_") && link.expiresAt > Date().addingTimeInterval(23 * 3600))
+            let stored: Int = try await engine.pool.query(PostgresQuery(
+                "SELECT count(*) AS n FROM board_sign_in_tokens WHERE token_hash = sha256(convert_to($1, 'UTF8'))",
+                link.token)).single().decode("n")
+            #expect(stored == 1, "the token is stored as its SHA-256")
+
+            let opened = try await call(client, .get, "/board?token=\(link.token)", headers: [:])
+            #expect(opened.status == .ok && opened.body.contains("/board/board.js"), "\(opened.body)")
+            let cookie = try #require(opened.headers[.setCookie], "\(opened.headers)")
+            #expect(cookie.hasPrefix("orderflow_board=of_board_") && cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict")
+                    && cookie.contains("Path=/"), "\(cookie)")
+            #expect(opened.headers[.contentSecurityPolicy]?.contains("default-src 'self'") == true)
+            let session = String(cookie.prefix { $0 != ";" })
+
+            let reused = try await call(client, .get, "/board?token=\(link.token)", headers: [:])
+            #expect(reused.status == .unauthorized && reused.body.contains("used already"), "the token works once: \(reused.body)")
+            #expect(reused.headers[.setCookie]?.contains("of_board_") != true)
+
+            // The cookie is the merchant's credential for the board's own calls.
+            let withCookie: HTTPFields = [.cookie: "other=1; \(session)", .contentType: "application/json"]
+            #expect(try await call(client, .get, "/board", headers: withCookie).status == .ok)
+            let created = try await call(client, .post, "/v1/orders", headers: harness.headers(),
+                body: #"{"id": "B1", "workflow": "food-order", "attributes": {"merchantName": "Luigi's", "orderNumber": "B1", "itemCount": 1}}"#)
+            #expect(created.status == .created, "\(created.body)")
+            let listed = try await call(client, .get, "/v1/orders", headers: withCookie)
+            #expect(listed.status == .ok && listed.body.contains("\"B1\""), "\(listed.body)")
+
+            // A change with the cookie alone (a form on another site) is refused, and changes nothing.
+            let forged = try await call(client, .post, "/v1/orders/B1/advance", headers: withCookie, body: #"{"event": "accept"}"#)
+            expectProblem(forged, .forbidden, code: "forbidden", containing: "X-OrderFlow-Board")
+            #expect(try await engine.order("B1").order.state == "received")
+            var fromBoard = withCookie
+            fromBoard[BoardCookie.csrfHeader] = "1"
+            let advanced = try await call(client, .post, "/v1/orders/B1/advance", headers: fromBoard, body: #"{"event": "accept", "expected_state": "received"}"#)
+            #expect(advanced.status == .ok, "\(advanced.body)")
+            let conflict = try await call(client, .post, "/v1/orders/B1/advance", headers: fromBoard, body: #"{"event": "accept", "expected_state": "received"}"#)
+            expectProblem(conflict, .conflict, code: "conflict")
+
+            let unknown = try await call(client, .get, "/v1/orders", headers: [.cookie: "orderflow_board=of_board_" + String(repeating: "A", count: 43)])
+            expectProblem(unknown, .unauthorized, code: "unauthorized", containing: "orderflow board-link")
+
+            try await engine.endBoardSession(String(session.dropFirst("orderflow_board=".count)))
+            expectProblem(try await call(client, .get, "/v1/orders", headers: withCookie), .unauthorized, code: "unauthorized")
+
+            for (asset, type) in [("board.js", "text/javascript"), ("preview.js", "text/javascript"), ("board.css", "text/css")] {
+                let served = try await call(client, .get, "/board/\(asset)", headers: [:])
+                #expect(served.status == .ok && served.headers[.contentType]?.hasPrefix(type) == true && !served.body.isEmpty, "\(asset)")
+            }
+        }
+    }
+
+    @Test("board sign-in tokens: expired ones and unknown merchants are refused")
+    func boardSignInRefusals() async throws {
+        let harness = try await Harness.make()
+        defer { Task { await harness.fixture.shutdown() } }
+        let engine = harness.fixture.engine
+        await #expect(throws: OrderFlowError.self) { _ = try await engine.createBoardSignInToken(merchantID: "nobody-here") }
+        let link = try await engine.createBoardSignInToken(merchantID: "default")
+        _ = try await engine.pool.query(PostgresQuery("UPDATE board_sign_in_tokens SET expires_at = now() - interval '1 second'"))
+        #expect(try await engine.redeemBoardSignInToken(link.token) == nil)
+        #expect(try await engine.redeemBoardSignInToken("of_signin_short") == nil)
+        let fresh = try await engine.createBoardSignInToken(merchantID: "default")
+        let session = try #require(try await engine.redeemBoardSignInToken(fresh.token))
+        #expect(session.merchantID == "default" && session.expiresAt > Date().addingTimeInterval(11 * 3600))
+        #expect(try await engine.resolveBoardSession(session.secret) == "default")
+        #expect(try await engine.redeemBoardSignInToken(fresh.token) == nil, "used once")
+    }
+
+    @Test("a workflow's details list its transitions with their input, for the board's buttons and forms")
+    func workflowTransitions() async throws {
+        let harness = try await Harness.make()
+        defer { Task { await harness.fixture.shutdown() } }
+        try await harness.application.test(.router) { client in
+            let reply = try await call(client, .get, "/v1/workflows/food-order", headers: harness.headers())
+            #expect(reply.status == .ok, "\(reply.body)")
+            #expect(reply.json["final_states"] as? [String] == ["delivered", "picked_up", "cancelled"], "\(reply.json["final_states"] ?? "")")
+            let transitions = try #require(reply.json["transitions"] as? [[String: Any]])
+            let dispatch = try #require(transitions.first { $0["event"] as? String == "dispatch" })
+            #expect(dispatch["from"] as? String == "ready" && dispatch["to"] as? String == "out_for_delivery")
+            let inputs = try #require(dispatch["inputs"] as? [[String: Any]])
+            #expect(inputs.map { "\($0["name"] as? String ?? "") \($0["type"] as? String ?? "") \($0["required"] as? Bool ?? false)" }
+                    == ["eta date true", "driver string(40)? false"], "\(inputs)")
+            let ready = try #require(transitions.first { $0["to"] as? String == "ready" })
+            #expect(ready["event"] == nil && (ready["inputs"] as? [Any])?.isEmpty == true)
+            #expect(transitions.filter { $0["event"] as? String == "cancel" }.map { $0["from"] as? String } == ["received", "in_progress", "ready", "out_for_delivery"])
+        }
+    }
+}
