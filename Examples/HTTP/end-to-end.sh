@@ -62,5 +62,4 @@ sleep 0.6
 kill "$feed" 2>/dev/null || true
 wait "$feed" 2>/dev/null || true
 echo "the feed carried $(grep -c '^event: transition' "$EVENTS") transitions and $(grep -c '^event: push' "$EVENTS") pushes"
-backend "$API/v1/orders/$ORDER/history" | field '["deliveries"]' >/dev/null
 echo "pushes: $(backend "$API/v1/orders/$ORDER/history" | python3 -c 'import json, sys; print(" ".join(d["event"] + ":" + d["outcome"] for d in json.load(sys.stdin)["deliveries"]))')"

@@ -309,14 +309,3 @@ public final class APNSProviderTokenFactory: APNSProviderTokenSource {
     }
 }
 
-/// Base64 with the URL-safe alphabet and no padding, as JWTs use it.
-enum Base64URL {
-    static func encode<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
-        var text = Data(bytes).base64EncodedString()
-        text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        while text.hasSuffix("=") {
-            text.removeLast()
-        }
-        return text
-    }
-}

@@ -391,9 +391,7 @@ final class LocalAPNSCore: Sendable {
     }
 
     private static func base64URLDecode(_ text: Substring) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.utf8.count % 4 != 0 { base64.append("=") }
-        return Data(base64Encoded: base64)
+        Base64URL.decode(text)
     }
 
     // MARK: Faults

@@ -66,6 +66,16 @@ public struct FeedPage: Sendable, Hashable {
 }
 
 extension OrderFlowEngine {
+    /// A cursor a client sent back (an event's id, `Last-Event-ID`).
+    /// - Throws: `invalidInput` naming the text when it is not a cursor of this feed.
+    public func feedCursor(_ text: String) throws -> FeedCursor {
+        guard let cursor = FeedCursor(text) else {
+            throw OrderFlowError(.invalidInput,
+                "the cursor \(Self.shown(text)) is not an event id of this feed (they look like 8123.0); reconnect without Last-Event-ID to start from now, or with after=0.-1 to replay everything")
+        }
+        return cursor
+    }
+
     /// The cursor of "now": a feed read from it shows what commits from here on — and may
     /// begin with a few events that committed moments before, while an older transaction was
     /// still running (never one a reader of an earlier cursor would miss).
@@ -111,10 +121,6 @@ extension OrderFlowEngine {
             return FeedPage(events: events, cursor: current)
         }
     }
-
-    /// Wakes when this process commits work (an advance, a creation); a feed reader waits on it
-    /// between reads, with a short poll for commits made elsewhere.
-    public func commitSignals() -> AsyncStream<Void> { wakeSignal.wakeUps() }
 
     var feedStore: FeedStore { FeedStore(pool: pool, merchantID: configuration.merchantID) }
 }

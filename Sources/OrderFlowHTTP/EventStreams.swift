@@ -121,10 +121,4 @@ final class EventStreams: Sendable {
     private static func oneLine(_ text: String) -> String {
         String(text.map { $0.isNewline ? " " : $0 })
     }
-
-    /// A client's text quoted in an error, short and printable.
-    static func shown(_ text: String) -> String {
-        let printable = text.unicodeScalars.prefix(40).map { (0x20...0x7E).contains($0.value) ? String($0) : "?" }.joined()
-        return "\"\(printable)\(text.unicodeScalars.count > 40 ? "…" : "")\""
-    }
 }

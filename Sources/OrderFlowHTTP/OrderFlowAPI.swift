@@ -206,11 +206,7 @@ struct OrderFlowAPI: APIProtocol {
         await respond(Operations.StreamEvents.Output.default) { engine in
             let cursor: FeedCursor
             if let given = input.headers.lastEventID ?? input.query.after {
-                guard let parsed = FeedCursor(given) else {
-                    throw OrderFlowError(.invalidInput,
-                        "the cursor \(EventStreams.shown(given)) is not an event id of this feed (they look like 8123.0); reconnect without Last-Event-ID to start from now, or with after=0.-1 to replay everything")
-                }
-                cursor = parsed
+                cursor = try engine.feedCursor(given)
             } else {
                 cursor = try await engine.feedCursorNow()
             }

@@ -142,19 +142,7 @@ struct AdvanceBenchmark: AsyncParsableCommand {
     }
 
     private func createOrders(engine: OrderFlowEngine, range: Range<Int>) async throws {
-        let tasks = self.tasks
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for task in 0..<tasks {
-                group.addTask {
-                    for index in stride(from: range.lowerBound + task, to: range.upperBound, by: tasks) {
-                        _ = try await engine.createOrder(NewOrder(
-                            orderID: "bench-\(index)", workflow: "food-order",
-                            attributes: ["merchantName": "Bench Bistro", "orderNumber": .string("\(index)"), "itemCount": 2]))
-                    }
-                }
-            }
-            try await group.waitForAll()
-        }
+        try await createFoodOrders(engine: engine, prefix: "bench-", range: range, tasks: tasks)
     }
 
     /// Orders of another merchant for pgbench to move, with the same workflow version.

@@ -2,6 +2,7 @@ import Foundation
 import LocalPostgres
 import OrderFlow
 import PGKit
+import WorkflowKit
 
 /// The database a benchmark runs on: `--database`/`ORDERFLOW_DATABASE_URL`, or a private
 /// cluster under `.orderflow/bench-postgres`; each run gets a fresh database in it, dropped
@@ -80,6 +81,22 @@ struct BenchDatabase {
         } catch {
             print("note: could not drop the benchmark's database \(name): \(error)")
         }
+    }
+}
+
+/// Creates food orders `<prefix><n>` for every n of `range`, from `tasks` concurrent tasks.
+func createFoodOrders(engine: OrderFlowEngine, prefix: String, range: Range<Int>, tasks: Int) async throws {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for task in 0..<tasks {
+            group.addTask {
+                for index in stride(from: range.lowerBound + task, to: range.upperBound, by: tasks) {
+                    _ = try await engine.createOrder(NewOrder(
+                        orderID: "\(prefix)\(index)", workflow: "food-order",
+                        attributes: ["merchantName": "Bench Bistro", "orderNumber": .string("\(index)"), "itemCount": 2]))
+                }
+            }
+        }
+        try await group.waitForAll()
     }
 }
 

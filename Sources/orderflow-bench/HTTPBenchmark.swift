@@ -118,18 +118,7 @@ struct HTTPBenchmark: AsyncParsableCommand {
     }
 
     private func createOrders(engine: OrderFlowEngine, orders: Range<Int>) async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for task in 0..<8 {
-                group.addTask {
-                    for index in stride(from: orders.lowerBound + task, to: orders.upperBound, by: 8) {
-                        _ = try await engine.createOrder(NewOrder(
-                            orderID: "h-\(index)", workflow: "food-order",
-                            attributes: ["merchantName": "Bench Bistro", "orderNumber": .string("\(index)"), "itemCount": 2]))
-                    }
-                }
-            }
-            try await group.waitForAll()
-        }
+        try await createFoodOrders(engine: engine, prefix: "h-", range: orders, tasks: 8)
     }
 
     /// Each caller walks its share of the orders through the four steps until time is up.

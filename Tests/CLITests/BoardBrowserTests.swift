@@ -10,7 +10,7 @@ import Testing
 /// .build/artifacts/board/.
 @Suite("Counter board in Chromium", .serialized)
 struct BoardBrowserTests {
-    static let python = Fixtures.repository.appendingPathComponent(".build/browser-venv/bin/python3")
+    static let python = Fixtures.repository.appendingPathComponent(".build/python-tools/bin/python3")
     static let artifacts = Fixtures.repository.appendingPathComponent(".build/artifacts/board")
 
     static func token(_ order: String) -> String {

@@ -1,3 +1,4 @@
+import APNSCore
 import Crypto
 import Foundation
 
@@ -25,8 +26,8 @@ extension OrderFlowEngine {
             try Self.validateIdentifier(orderID, what: "order id")
             let key = try await clientSecretKey(merchantID: merchantID)
             let mac = Self.clientSecretMAC(key: key, merchantID: merchantID, orderID: orderID)
-            return Self.clientSecretScheme + Self.base64URL(Data(merchantID.utf8)) + "." + Self.base64URL(Data(orderID.utf8))
-                + "." + Self.base64URL(mac)
+            return Self.clientSecretScheme + Base64URL.encode(Data(merchantID.utf8)) + "." + Base64URL.encode(Data(orderID.utf8))
+                + "." + Base64URL.encode(mac)
         }
     }
 
@@ -37,9 +38,9 @@ extension OrderFlowEngine {
             guard presented.hasPrefix(Self.clientSecretScheme), presented.utf8.count <= 700 else { return nil }
             let parts = presented.dropFirst(Self.clientSecretScheme.count).split(separator: ".", omittingEmptySubsequences: false)
             guard parts.count == 3,
-                  let merchantData = Self.fromBase64URL(parts[0]), let merchantID = String(data: merchantData, encoding: .utf8),
-                  let orderData = Self.fromBase64URL(parts[1]), let orderID = String(data: orderData, encoding: .utf8),
-                  let mac = Self.fromBase64URL(parts[2]), mac.count == 32,
+                  let merchantData = Base64URL.decode(parts[0]), let merchantID = String(data: merchantData, encoding: .utf8),
+                  let orderData = Base64URL.decode(parts[1]), let orderID = String(data: orderData, encoding: .utf8),
+                  let mac = Base64URL.decode(parts[2]), mac.count == 32,
                   (try? OrderFlowConfiguration.validate(merchantID: merchantID)) != nil,
                   (try? Self.validateIdentifier(orderID, what: "order id")) != nil
             else { return nil }
@@ -63,24 +64,5 @@ extension OrderFlowEngine {
         // Domain-separated, with a separator no id contains.
         let message = Data("orderflow client secret v1\u{0}\(merchantID)\u{0}\(orderID)".utf8)
         return Data(HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: key)))
-    }
-
-    static func base64URL(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-
-    static func fromBase64URL(_ text: Substring) -> Data? {
-        guard !text.isEmpty, text.utf8.allSatisfy({ $0.isBase64URLCharacter }) else { return nil }
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        return Data(base64Encoded: base64)
-    }
-}
-
-private extension UInt8 {
-    var isBase64URLCharacter: Bool {
-        (0x30...0x39).contains(self) || (0x41...0x5A).contains(self) || (0x61...0x7A).contains(self)
-            || self == UInt8(ascii: "-") || self == UInt8(ascii: "_")
     }
 }

@@ -1,3 +1,4 @@
+import APNSCore
 import Crypto
 import Foundation
 
@@ -79,8 +80,7 @@ extension OrderFlowEngine {
     private static func randomSecret() -> String {
         var generator = SystemRandomNumberGenerator()
         let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        return Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        return Base64URL.encode(bytes)
     }
 
     /// The scheme and 43 URL-safe base64 characters: anything else is not looked up.
