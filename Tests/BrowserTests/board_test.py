@@ -7,14 +7,26 @@ orders and passes, in the environment:
   BOARD_LINK        the one-time sign-in link `orderflow serve` printed
   ORDERFLOW_BIN     the orderflow binary, whose environment names the same database
   BOARD_ARTIFACTS   where the screenshots go
+  BOARD_SERVE_PID   the server's process: the script stops it (SIGINT) to prove the page
+                    reconnects by itself, and starts another on the same port, with
+  BOARD_SERVE_ARGUMENTS  `orderflow serve`'s arguments (a JSON list) but for --port
   CHROMIUM          the browser (default /usr/bin/chromium)
+
+Orders (BoardBrowserTests makes them): 1042, 1043, 1045, 1046 received, 1044 in progress;
+1047 in progress, its device's token answered 500 by the APNs stand-in every time; 1048 ready,
+of a workflow version whose out_for_delivery content goes stale 8 s after it is entered.
 
 Prints one line per check and exits non-zero when any failed.
 """
+import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
+from urllib.parse import urlsplit
 
 from playwright.sync_api import expect, sync_playwright
 
@@ -22,6 +34,9 @@ ORIGIN = os.environ["BOARD_ORIGIN"]
 LINK = os.environ["BOARD_LINK"]
 ORDERFLOW = os.environ["ORDERFLOW_BIN"]
 ARTIFACTS = os.environ["BOARD_ARTIFACTS"]
+SERVE_PID = int(os.environ["BOARD_SERVE_PID"])
+SERVE_ARGUMENTS = json.loads(os.environ["BOARD_SERVE_ARGUMENTS"])
+PORT = urlsplit(ORIGIN).port
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 TABLET = {"width": 1024, "height": 900}
 PHONE = {"width": 390, "height": 844}
@@ -57,10 +72,29 @@ def card(page, state, order):
     return column(page, state).locator(f'[data-order="{order}"]')
 
 
+def port_open():
+    try:
+        with socket.create_connection(("127.0.0.1", PORT), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def wait_for(condition, seconds, what):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within {seconds} s")
+        time.sleep(0.1)
+
+
 def shot(page, name):
     os.makedirs(ARTIFACTS, exist_ok=True)
     page.screenshot(path=os.path.join(ARTIFACTS, f"{name}.png"), full_page=True)
 
+
+restarted = None  # the server this script starts, stopped at the end
+restarted_log = tempfile.NamedTemporaryFile(prefix="board-serve-", suffix=".log", delete=False)
 
 with sync_playwright() as playwright:
     # --no-sandbox: CI runs as root, where Chromium's sandbox cannot start.
@@ -135,6 +169,66 @@ with sync_playwright() as playwright:
 
     check("cancel asks for confirmation first", cancel_confirms)
 
+    def keyboard_advance():
+        # From the top of the page, Tab alone reaches 1046's advance; Enter opens its form (the
+        # focus moves into it) and Enter again submits it.
+        page.locator("h1").click()
+        target = "step:1046:received->in_progress"
+        for presses in range(1, 120):
+            page.keyboard.press("Tab")
+            if page.evaluate("document.activeElement?.dataset?.focusKey") == target:
+                break
+        else:
+            raise AssertionError("Tab never reached 1046's In progress button")
+        outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+        assert outline != "none", "the focused button shows no focus ring"
+        page.keyboard.press("Enter")
+        field = card(page, "received", "1046").get_by_label("Eta (minutes from now), optional")
+        expect(field).to_be_focused()
+        page.keyboard.type("15")
+        page.keyboard.press("Enter")
+        expect(card(page, "in_progress", "1046")).to_be_visible(timeout=5_000)
+        print(f"   {presses} Tab presses to reach it", flush=True)
+
+    check("keyboard alone: Tab to an advance, Enter, type, Enter", keyboard_advance)
+
+    def failing_device():
+        # APNs answers 500 for 1047's live token every time: the card says so, with the answer.
+        device = card(page, "in_progress", "1047").locator('.device[data-device="anna-iphone-1047"]')
+        expect(device).to_contain_text("failing: 500 InternalServerError", timeout=15_000)
+        expect(device).to_have_class("device failing")
+        card(page, "in_progress", "1047").get_by_role("button", name="Preview").click()
+        preview = page.locator("#preview")
+        # Nothing reached the phone; the timeline has the refused attempts and their reason.
+        expect(preview.locator(".lock-screen .nothing")).to_contain_text("Nothing was pushed", timeout=10_000)
+        attempt = preview.locator(".push.retry").first
+        expect(attempt).to_contain_text("retrying 500 InternalServerError")
+        expect(attempt).to_contain_text("anna-iphone-1047")
+        shot(page, "board-failing-preview")
+        preview.get_by_role("button", name="Close the preview of order 1047").click()
+
+    check("a device whose pushes fail on a live token shows failing, the reason in the preview's timeline", failing_device)
+
+    def stale_after_its_date():
+        orderflow("advance", "1048", "dispatch", "--eta", "10m", "--driver", "Kim")
+        dispatched = time.monotonic()
+        moved = card(page, "out_for_delivery", "1048")
+        expect(moved).to_be_visible(timeout=2_000)
+        moved.get_by_role("button", name="Preview").click()
+        preview = page.locator("#preview")
+        expect(preview.locator(".activity-headline")).to_have_text("Out for delivery", timeout=5_000)
+        if time.monotonic() - dispatched < 6:  # the stale date (8 s after dispatch) is still ahead
+            expect(preview.locator(".stale-badge")).to_have_count(0)
+            expect(preview.locator(".activity.stale")).to_have_count(0)
+        # It passes while the preview stays open: the Lock Screen turns stale by itself.
+        expect(preview.locator(".stale-badge")).to_contain_text("may be out of date", timeout=15_000)
+        expect(preview.locator(".activity")).to_have_class("activity stale")
+        print(f"   stale {time.monotonic() - dispatched:.1f} s after the dispatch", flush=True)
+        preview.screenshot(path=os.path.join(ARTIFACTS, "preview-stale.png"))
+        preview.get_by_role("button", name="Close the preview of order 1048").click()
+
+    check("the preview turns stale when the pushed stale date passes", stale_after_its_date)
+
     def preview_shows_pushed_content():
         card(page, "ready", "1044").get_by_role("button", name="Preview").click()
         preview = page.locator("#preview")
@@ -180,6 +274,28 @@ with sync_playwright() as playwright:
 
     check("a conflicting advance shows the engine's sentence and the card as it is now", conflict_shows_message)
 
+    def reconnects_after_restart():
+        global restarted
+        page.evaluate("window.boardNotReloaded = true")
+        expect(page.locator("#connection")).to_have_text("Live")
+        os.kill(SERVE_PID, signal.SIGINT)
+        wait_for(lambda: not port_open(), 30, "the server did not stop")
+        expect(page.locator("#connection")).to_have_text("Reconnecting…", timeout=10_000)
+        expect(page.locator("#offline")).to_be_visible()
+        shot(page, "board-reconnecting")
+        time.sleep(3)  # away for a while: the browser's retries fail meanwhile
+        restarted = subprocess.Popen([ORDERFLOW, "serve", "--port", str(PORT), *SERVE_ARGUMENTS],
+                                     stdin=subprocess.DEVNULL, stdout=restarted_log, stderr=restarted_log)
+        back = time.monotonic()
+        expect(page.locator("#connection")).to_have_text("Live", timeout=20_000)
+        expect(page.locator("#offline")).to_be_hidden()
+        print(f"   live again {time.monotonic() - back:.1f} s after the server was started again", flush=True)
+        orderflow("advance", "1043", "ready")
+        expect(card(page, "ready", "1043")).to_be_visible(timeout=2_000)
+        assert page.evaluate("window.boardNotReloaded === true"), "the page was reloaded"
+
+    check("after a server restart the page reconnects by itself and follows advances, without a reload", reconnects_after_restart)
+
     def screenshots():
         page.locator("#preview").get_by_role("button", name="Close the preview of order 1042").click()
         shot(page, "board-tablet")
@@ -192,11 +308,48 @@ with sync_playwright() as playwright:
 
     check("screenshots at phone and tablet widths", screenshots)
 
+    def sign_out():
+        old = [cookie for cookie in context.cookies() if cookie["name"] == "orderflow_board"][0]
+        page.get_by_role("button", name="Sign out").click()
+        expect(page).to_have_url(f"{ORIGIN}/board?signed-out", timeout=5_000)
+        expect(page.locator(".notice")).to_contain_text("You signed out")
+        expect(page.locator("main")).to_contain_text("orderflow board-link --merchant ID")
+        assert not [c for c in context.cookies() if c["name"] == "orderflow_board"], f"cookie kept: {context.cookies()}"
+        shot(page, "signed-out")
+        # The old cookie, kept by someone, opens nothing: the session ended on the server.
+        thief = browser.new_context()
+        try:
+            thief.add_cookies([{"name": old["name"], "value": old["value"], "url": ORIGIN}])
+            api = thief.request.get(f"{ORIGIN}/v1/orders")
+            assert api.status == 401, f"/v1/orders with the old cookie: {api.status}"
+            again = thief.new_page()
+            response = again.goto(f"{ORIGIN}/board")
+            assert response.status == 401, f"/board with the old cookie: {response.status}"
+            expect(again.locator("main")).to_contain_text("orderflow board-link --merchant ID")
+        finally:
+            thief.close()
+
+    check("signing out ends the session: the page says how to get a link, the old cookie opens nothing", sign_out)
+
     def no_script_errors():
         assert not console_errors, console_errors
 
     check("no script error on the page", no_script_errors)
     browser.close()
+
+if restarted is not None:
+    restarted.send_signal(signal.SIGINT)
+    try:
+        status = restarted.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        restarted.kill()
+        status = "none (killed after 30 s)"
+    if status != 0:
+        failures.append("the restarted server stops cleanly")
+        restarted_log.flush()
+        with open(restarted_log.name, encoding="utf-8", errors="replace") as log:
+            print(f"FAIL - the restarted server exited {status}:\n{log.read()[-3000:]}", flush=True)
+os.unlink(restarted_log.name)
 
 print(f"board: {checks - len(failures)} passed, {len(failures)} failed", flush=True)
 sys.exit(1 if failures else 0)

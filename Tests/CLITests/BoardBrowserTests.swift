@@ -2,12 +2,19 @@ import Foundation
 import LocalAPNS
 import OrderFlow
 import OrderFlowTesting
+import PGKit
 import Testing
 
 /// The counter board in a real browser: `orderflow serve --port 0` with its worker pushing to
 /// the local APNs stand-in, and Tests/BrowserTests/board_test.py driving Debian's Chromium
 /// through Playwright (both installed by `scripts/setup --deps-only`). The screenshots go to
 /// .build/artifacts/board/.
+///
+/// Besides the orders the script moves: 1047's device has a live token that the stand-in
+/// answers `500 InternalServerError` for every time (the card says "failing"), and 1048 is of a
+/// `food-order` version whose `out_for_delivery` goes stale 8 s after it is entered (the
+/// preview shows the stale state). The script stops the server and starts it again on the same
+/// port (the page reconnects by itself), and signs out at the end.
 @Suite("Counter board in Chromium", .serialized)
 struct BoardBrowserTests {
     static let python = Fixtures.repository.appendingPathComponent(".build/python-tools/bin/python3")
@@ -33,8 +40,24 @@ struct BoardBrowserTests {
             try await engine.registerActivityToken(orderID: order, deviceID: "anna-iphone-\(order)", token: Self.token(order))
             if let state { _ = try await engine.advance(order, to: state) }
         }
+        // 1047: APNs keeps failing for its (live) token; the worker pushes its accept at start.
+        setup.apns.injectFault(.internalServerError, deviceToken: Self.token("1047"))
+        _ = try await engine.createOrder(NewOrder(orderID: "1047", workflow: "food-order",
+            attributes: ["merchantName": "Luigi's", "orderNumber": "1047", "itemCount": 1]))
+        try await engine.registerActivityToken(orderID: "1047", deviceID: "anna-iphone-1047", token: Self.token("1047"))
+        _ = try await engine.advance("1047", to: "accept")
+        // 1048: a version of food-order whose delivery content goes stale 8 s after dispatch
+        // (the script dispatches it, then watches the preview turn stale).
+        let quickStale = try EngineFixture.shippedWorkflow("food-order").replacingOccurrences(of: "stale-after: 30m", with: "stale-after: 8s")
+        try #require(quickStale.contains("stale-after: 8s"))
+        _ = try await engine.applyWorkflow(yaml: quickStale, file: "food-order.yaml")
+        _ = try await engine.createOrder(NewOrder(orderID: "1048", workflow: "food-order",
+            attributes: ["merchantName": "Luigi's", "orderNumber": "1048", "itemCount": 2]))
+        try await engine.registerActivityToken(orderID: "1048", deviceID: "anna-iphone-1048", token: Self.token("1048"))
+        for state in ["in_progress", "ready"] { _ = try await engine.advance("1048", to: state) }
 
-        let serve = try setup.cli.start(["serve", "--port", "0"] + setup.workerArguments.dropFirst(2))
+        let serveArguments = Array(setup.workerArguments.dropFirst(2))
+        let serve = try setup.cli.start(["serve", "--port", "0"] + serveArguments)
         var origin: String?
         var link: String?
         let deadline = Date().addingTimeInterval(60)
@@ -62,6 +85,9 @@ struct BoardBrowserTests {
         browser.environment = setup.cli.environment.merging([
             "BOARD_ORIGIN": origin, "BOARD_LINK": link, "ORDERFLOW_BIN": setup.cli.binary.path,
             "BOARD_ARTIFACTS": Self.artifacts.path,
+            // The script stops this server and starts another with these arguments on its port.
+            "BOARD_SERVE_PID": String(serve.process.processIdentifier),
+            "BOARD_SERVE_ARGUMENTS": String(decoding: try JSONEncoder().encode(serveArguments), as: UTF8.self),
         ]) { _, new in new }
         let output = setup.cli.directory.appendingPathComponent("browser-output")
         _ = FileManager.default.createFile(atPath: output.path, contents: nil)
@@ -71,8 +97,8 @@ struct BoardBrowserTests {
         browser.standardInput = FileHandle.nullDevice
         try browser.run()
         try? handle.close()
-        // Bounded: the whole browser run takes well under a minute; two is a hang.
-        let browserDeadline = Date().addingTimeInterval(120)
+        // Bounded: the whole browser run takes about a minute; three is a hang.
+        let browserDeadline = Date().addingTimeInterval(180)
         while browser.isRunning, Date() < browserDeadline { try await Task.sleep(for: .milliseconds(100)) }
         if browser.isRunning { browser.terminate() }
         browser.waitUntilExit()
@@ -84,11 +110,19 @@ struct BoardBrowserTests {
         let pushes = setup.apns.pushes(forToken: Self.token("1044"))
         #expect(pushes.contains { $0.aps?["event"] == "update" && $0.aps?["content-state"]?["status"] == "ready" },
                 "the stand-in received \(pushes.map { $0.aps as Any })")
-        for file in ["board-tablet", "board-phone", "board-tablet-preview", "preview-phone"] {
+        // 1047's pushes were all refused: the worker kept retrying a live token.
+        let refused = setup.apns.rejections().filter { $0.deviceToken == Self.token("1047") }
+        #expect(refused.count >= 2 && refused.allSatisfy { $0.status == 500 }, "\(refused)")
+        // Signing out deleted the session's row (the only session: the other contexts shared it).
+        let sessions: Int = try await engine.pool.query(PostgresQuery("SELECT count(*) AS n FROM board_sessions")).single().decode("n")
+        #expect(sessions == 0, "the board's session outlived its sign-out")
+        for file in ["board-tablet", "board-phone", "board-tablet-preview", "preview-phone", "preview-stale", "board-reconnecting",
+                     "board-failing-preview", "signed-out"] {
             #expect(FileManager.default.fileExists(atPath: Self.artifacts.appendingPathComponent("\(file).png").path), "\(file).png")
         }
 
-        serve.interrupt()
+        // The script stopped this server (SIGINT) before starting its own, and stops that one.
+        if serve.process.isRunning { serve.interrupt() }
         let stopped = try await serve.finish()
         #expect(stopped.status == 0, "\(stopped)")
         // The link is for people: the token appears once (the link itself), the session never.

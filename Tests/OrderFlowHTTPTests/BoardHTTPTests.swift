@@ -88,6 +88,40 @@ extension HTTPAPITests {
         #expect(try await engine.redeemBoardSignInToken(fresh.token) == nil, "used once")
     }
 
+    @Test("signing out of the board deletes the session's row and clears the cookie; only the board's page can do it")
+    func boardSignOut() async throws {
+        let harness = try await Harness.make()
+        defer { Task { await harness.fixture.shutdown() } }
+        let engine = harness.fixture.engine
+        let session = try #require(try await engine.redeemBoardSignInToken(try await engine.createBoardSignInToken(merchantID: "default").token))
+        let cookie: HTTPFields = [.cookie: "orderflow_board=\(session.secret)"]
+        let sessions = { @Sendable () async throws -> Int in
+            try await engine.pool.query(PostgresQuery("SELECT count(*) AS n FROM board_sessions")).single().decode("n")
+        }
+        try await harness.application.test(.router) { client in
+            // A form on another site cannot send the board's header: refused, the session lives on.
+            let forged = try await call(client, .post, "/board/sign-out", headers: cookie)
+            expectProblem(forged, .forbidden, code: "forbidden", containing: "X-OrderFlow-Board")
+            #expect(try await sessions() == 1)
+            #expect(try await call(client, .get, "/v1/orders", headers: cookie).status == .ok)
+
+            var fromBoard = cookie
+            fromBoard[BoardCookie.csrfHeader] = "1"
+            let signedOut = try await call(client, .post, "/board/sign-out", headers: fromBoard)
+            #expect(signedOut.status == .noContent, "\(signedOut.body)")
+            #expect(signedOut.headers[.setCookie] == BoardCookie.clearing, "\(signedOut.headers)")
+            #expect(try await sessions() == 0, "the session's row is deleted")
+            #expect(try await engine.resolveBoardSession(session.secret) == nil)
+            // The old cookie opens nothing: not the API, not the page.
+            expectProblem(try await call(client, .get, "/v1/orders", headers: cookie), .unauthorized, code: "unauthorized")
+            #expect(try await call(client, .get, "/board", headers: cookie).status == .unauthorized)
+            // Signing out again (another tab) is fine; the page then says so and how to sign in.
+            #expect(try await call(client, .post, "/board/sign-out", headers: fromBoard).status == .noContent)
+            let page = try await call(client, .get, "/board?signed-out", headers: [:])
+            #expect(page.status == .unauthorized && page.body.contains("You signed out") && page.body.contains("orderflow board-link"), "\(page.body)")
+        }
+    }
+
     @Test("a workflow's details list its transitions with their input, for the board's buttons and forms")
     func workflowTransitions() async throws {
         let harness = try await Harness.make()

@@ -10,12 +10,16 @@ import OrderFlow
 ///
 /// `GET /board?token=…` consumes a one-time sign-in token (`orderflow board-link`), sets the
 /// session cookie and serves the board; its script then drops the token from the address bar.
-/// Without a session the page says how to get a link.
+/// Without a session the page says how to get a link. `POST /board/sign-out` (from the page's
+/// script, with the board's header) ends the session: its row is deleted and the cookie cleared.
 struct BoardRoutes: Sendable {
     let engine: OrderFlowEngine
 
     /// The board's page and assets, which answer without an API key.
-    static let publicPaths: Set<String> = Set(["/board"] + assets.keys.map { "/board/\($0)" })
+    static let publicPaths: Set<String> = Set(["/board", signOutPath] + assets.keys.map { "/board/\($0)" })
+
+    /// Ends the session; it authenticates by the cookie itself, so it is public to the API's keys.
+    static let signOutPath = "/board/sign-out"
 
     /// The files of `Resources/board` served under `/board/`, with their types.
     static let assets: [String: String] = [
@@ -27,6 +31,9 @@ struct BoardRoutes: Sendable {
     func register(on router: Router<BasicRequestContext>) {
         router.get("/board") { request, _ in
             try await page(request)
+        }
+        router.post("/board/sign-out") { request, _ in
+            try await signOut(request)
         }
         for (file, type) in Self.assets {
             router.get("/board/\(file)") { _, _ in
@@ -49,7 +56,26 @@ struct BoardRoutes: Sendable {
         if try await hasSession(request) {
             return Self.file("board.html", type: "text/html; charset=utf-8", status: .ok)
         }
+        if request.uri.queryParameters["signed-out"] != nil {
+            return Self.signedOut(notice: "You signed out: this browser's session has ended.", kind: "info")
+        }
         return Self.signedOut(notice: nil)
+    }
+
+    /// Deletes the session's row and clears the cookie: the old cookie opens nothing after this,
+    /// in this browser or any other. 204 also without a (live) session: signing out twice is fine.
+    private func signOut(_ request: Request) async throws -> Response {
+        // The middleware answers with the same id in X-Request-ID (it overwrites this one's).
+        let requestID = request.headers[.xRequestID].flatMap(MerchantAuthentication<BasicRequestContext>.acceptedRequestID)
+            ?? MerchantAuthentication<BasicRequestContext>.newRequestID()
+        // Only the board's page signs out (a form on another site cannot send this header).
+        if let refused = BoardCookie.refuseCrossSite(request, requestID: requestID) { return refused }
+        if let secret = BoardCookie.session(in: request.headers) {
+            try await engine.endBoardSession(secret)
+        }
+        var headers: HTTPFields = [.cacheControl: "no-store"]
+        headers[.setCookie] = BoardCookie.clearing
+        return Response(status: .noContent, headers: headers)
     }
 
     private func hasSession(_ request: Request) async throws -> Bool {
@@ -58,9 +84,9 @@ struct BoardRoutes: Sendable {
     }
 
     /// The page that says how to get a sign-in link (401: the board needs one).
-    static func signedOut(notice: String?) -> Response {
+    static func signedOut(notice: String?, kind: String = "problem") -> Response {
         let text = String(decoding: contents["signed-out.html"] ?? [], as: UTF8.self)
-            .replacingOccurrences(of: "<!-- notice -->", with: notice.map { "<p class=\"notice\" role=\"alert\">\($0)</p>" } ?? "")
+            .replacingOccurrences(of: "<!-- notice -->", with: notice.map { "<p class=\"notice \(kind)\" role=\"alert\">\($0)</p>" } ?? "")
         var response = respond(Array(text.utf8), type: "text/html; charset=utf-8", status: .unauthorized)
         response.headers[.setCookie] = BoardCookie.clearing
         return response

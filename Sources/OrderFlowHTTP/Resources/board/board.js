@@ -7,10 +7,13 @@ const board = document.getElementById("board");
 const previewPanel = document.getElementById("preview");
 const connection = document.getElementById("connection");
 const announcer = document.getElementById("announcer");
+const offline = document.getElementById("offline");
+const signOutButton = document.getElementById("sign-out");
 
 const workflows = new Map();   // "name@version" -> workflow (states, final_states, transitions)
 const orders = new Map();      // id -> order
 const activities = new Map();  // id -> [activity]
+const attempts = new Map();    // id -> Map(device -> its newest push attempt)
 const messages = new Map();    // id -> the engine's sentence after a refused advance
 let selected = null;           // the previewed order's id
 let openForm = null;           // {orderID, key}: the transition whose form is open
@@ -91,8 +94,10 @@ async function refreshOrder(id) {
 
 async function refreshActivities(id) {
   try {
-    const details = await api(`/v1/orders/${encodeURIComponent(id)}`);
+    const [details, history] = await Promise.all([
+      api(`/v1/orders/${encodeURIComponent(id)}`), api(`/v1/orders/${encodeURIComponent(id)}/history`)]);
     activities.set(id, details.activities);
+    noteAttempts(id, history.deliveries);
     const card = board.querySelector(`[data-order="${CSS.escape(id)}"] .devices`);
     if (card) card.replaceWith(devicesLine(id));
   } catch { /* the next event retries */ }
@@ -124,6 +129,26 @@ function element(tag, attributes = {}, ...children) {
   return node;
 }
 
+// Each device's newest push attempt: a device whose newest attempt failed on a live token
+// (APNs answered 429 or 5xx, a rejected payload, retries given up) is "failing".
+function noteAttempts(id, deliveries) {
+  const newest = new Map();
+  for (const delivery of deliveries) {
+    const known = newest.get(delivery.device);
+    if (!known || delivery.id > known.id) newest.set(delivery.device, delivery);
+  }
+  attempts.set(id, newest);
+}
+
+const failedOutcomes = { retry: "retrying", dead: "gave up", rejected: "rejected" };
+
+function failure(id, activity) {
+  const attempt = attempts.get(id)?.get(activity.device);
+  if (activity.status === "gone" || !attempt || !(attempt.outcome in failedOutcomes)) return null;
+  const answer = [attempt.status, attempt.reason].filter((part) => part !== undefined && part !== null).join(" ");
+  return `failing: ${answer || "no answer"}, ${failedOutcomes[attempt.outcome]}`;
+}
+
 const deviceWords = {
   waiting: "waiting", starting: "started", active: "updating", ended: "ended",
   gone: "failing: token dead", alerts: "no Live Activity → alerts",
@@ -133,9 +158,10 @@ function devicesLine(id) {
   const list = activities.get(id) ?? [];
   if (list.length === 0) return element("p", { class: "devices" }, element("span", { class: "device none" }, "no device follows"));
   return element("p", { class: "devices" }, list.map((activity) => {
-    const word = activity.app_state === "dismissed" ? "dismissed by the customer" : (deviceWords[activity.status] ?? activity.status);
-    const failing = activity.status === "gone";
-    return element("span", { class: `device ${failing ? "failing" : activity.status}` }, `${activity.device}: ${word}`);
+    const failed = failure(id, activity);
+    const word = failed ?? (activity.app_state === "dismissed" ? "dismissed by the customer" : (deviceWords[activity.status] ?? activity.status));
+    const failing = failed !== null || activity.status === "gone";
+    return element("span", { class: `device ${failing ? "failing" : activity.status}`, "data-device": activity.device }, `${activity.device}: ${word}`);
   }));
 }
 
@@ -316,11 +342,17 @@ async function select(id) {
   if (matchMedia("(max-width: 47.99em)").matches) previewPanel.scrollIntoView({ behavior: "smooth", block: "start" });
 }
 
+let staleTimer = null;
+
 async function showPreview(id) {
   try {
     const history = await api(`/v1/orders/${encodeURIComponent(id)}/history`);
     const workflow = await workflowOf(history.order);
-    renderPreview(previewPanel, history, workflow, () => select(id));
+    if (id !== selected) return;  // another order was chosen meanwhile
+    const redrawAt = renderPreview(previewPanel, history, workflow, () => select(id));
+    // The pushed stale date passing changes the Lock Screen: draw it again at that moment.
+    clearTimeout(staleTimer);
+    if (redrawAt) staleTimer = setTimeout(() => { if (selected === id) showPreview(id); }, Math.max(0, redrawAt - Date.now()) + 200);
   } catch (error) {
     previewPanel.replaceChildren(element("p", { class: "message", role: "alert" }, error.message));
   }
@@ -339,6 +371,7 @@ function connect() {
   events.addEventListener("open", () => {
     connection.textContent = "Live";
     connection.dataset.state = "live";
+    offline.hidden = true;
     // Back after an interruption: read everything again rather than trust what was missed.
     if (interrupted) loadAll().catch((error) => { connection.textContent = error.message; });
     interrupted = false;
@@ -348,6 +381,14 @@ function connect() {
     const event = JSON.parse(message.data);
     if (kind === "transition") refreshOrder(event.order_id);
     else {
+      if (event.delivery_id !== undefined && event.device) {
+        const newest = attempts.get(event.order_id) ?? new Map();
+        const known = newest.get(event.device);
+        if (!known || event.delivery_id >= known.id) {
+          newest.set(event.device, { id: event.delivery_id, device: event.device, outcome: event.outcome, status: event.status, reason: event.reason });
+        }
+        attempts.set(event.order_id, newest);
+      }
       refreshActivities(event.order_id);
       if (event.order_id === selected) showPreview(selected);
     }
@@ -358,6 +399,7 @@ function connect() {
     interrupted = true;
     connection.textContent = "Reconnecting…";
     connection.dataset.state = "down";
+    offline.hidden = false;
     // The browser retries by itself unless the answer was not a stream (a server that was
     // stopping, a session that ended): then start a new one.
     if (events.readyState === EventSource.CLOSED && !reconnectTimer) {
@@ -375,7 +417,23 @@ setInterval(() => { for (const node of board.querySelectorAll(".card")) {
   const order = orders.get(node.dataset.order);
   if (order) node.querySelector(".age").textContent = age(order);
 } }, 30000);
-setInterval(() => { if (selected) showPreview(selected); }, 30000);  // a stale date passing
+setInterval(() => { if (selected) showPreview(selected); }, 30000);  // the clock and relative times
+
+// Signing out ends the session on the server (its row is deleted; the cookie no longer opens
+// anything), then the page says how to get a new link.
+signOutButton.addEventListener("click", async () => {
+  signOutButton.disabled = true;
+  events?.close();
+  try {
+    const response = await fetch("/board/sign-out", { method: "POST", headers: { "X-OrderFlow-Board": "1" }, credentials: "same-origin" });
+    if (!response.ok) throw new Error(`the server answered ${response.status}`);
+    location.replace("/board?signed-out");
+  } catch (error) {
+    signOutButton.disabled = false;
+    announce(`Not signed out: ${error.message}. Try again once the board is live.`);
+    connect();
+  }
+});
 
 loadAll().catch((error) => { board.replaceChildren(element("p", { class: "message", role: "alert" }, error.message)); });
 connect();

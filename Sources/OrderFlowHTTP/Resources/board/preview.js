@@ -39,6 +39,8 @@ export function pushedState(history) {
   return { delivery: last, transition, alert: alerted?.aps?.alert ?? null };
 }
 
+/// Draws the preview into `panel`. Returns when it should be drawn again by itself (the pushed
+/// stale date, while it is still ahead), or null.
 export function renderPreview(panel, history, workflow, close) {
   const order = history.order;
   const pushed = pushedState(history);
@@ -49,6 +51,7 @@ export function renderPreview(panel, history, workflow, close) {
     element("button", { type: "button", class: "secondary", onclick: close, "aria-label": `Close the preview of order ${number}` }, "Close"));
 
   let screen;
+  let redrawAt = null;
   if (!pushed) {
     screen = element("div", { class: "lock-screen" },
       element("p", { class: "nothing" }, "Nothing was pushed to this order's devices yet: the Lock Screen shows no activity for it."));
@@ -56,6 +59,7 @@ export function renderPreview(panel, history, workflow, close) {
     const { delivery, transition, alert } = pushed;
     const content = transition.content ?? {};
     const stale = transition.stale_date && Date.parse(transition.stale_date) <= Date.now();
+    if (transition.stale_date && !stale && delivery.event !== "end") redrawAt = Date.parse(transition.stale_date);
     const ended = delivery.event === "end";
     const states = workflow.states.filter((state) => !workflow.final_states.includes(state));
     const position = states.indexOf(transition.to);
@@ -115,6 +119,7 @@ export function renderPreview(panel, history, workflow, close) {
           element("span", { class: "push-device" }, `${delivery.device} · transition ${delivery.seq}${delivery.merged > 1 ? ` (${delivery.merged} merged)` : ""}`)))));
 
   panel.replaceChildren(heading, element("div", { class: "preview-body" }, screen, timeline));
+  return redrawAt;
 }
 
 function outcomeText(delivery) {
