@@ -90,6 +90,8 @@ def wait_for(condition, seconds, what):
 
 def shot(page, name):
     os.makedirs(ARTIFACTS, exist_ok=True)
+    # From the top: the sticky preview would otherwise sit where the last scroll left it.
+    page.evaluate("window.scrollTo(0, 0)")
     page.screenshot(path=os.path.join(ARTIFACTS, f"{name}.png"), full_page=True)
 
 
@@ -200,7 +202,7 @@ with sync_playwright() as playwright:
         card(page, "in_progress", "1047").get_by_role("button", name="Preview").click()
         preview = page.locator("#preview")
         # Nothing reached the phone; the timeline has the refused attempts and their reason.
-        expect(preview.locator(".lock-screen .nothing")).to_contain_text("Nothing was pushed", timeout=10_000)
+        expect(preview.locator(".lock-screen .nothing")).to_contain_text("APNs refused every attempt", timeout=10_000)
         attempt = preview.locator(".push.retry").first
         expect(attempt).to_contain_text("retrying 500 InternalServerError")
         expect(attempt).to_contain_text("anna-iphone-1047")

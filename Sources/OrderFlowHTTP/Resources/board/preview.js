@@ -53,8 +53,12 @@ export function renderPreview(panel, history, workflow, close) {
   let screen;
   let redrawAt = null;
   if (!pushed) {
+    // Attempts that all failed are not "nothing yet": the phone shows nothing because of them.
+    const tried = history.deliveries.length > 0;
     screen = element("div", { class: "lock-screen" },
-      element("p", { class: "nothing" }, "Nothing was pushed to this order's devices yet: the Lock Screen shows no activity for it."));
+      element("p", { class: "nothing" }, tried
+        ? "No push reached this order's devices: APNs refused every attempt (the list of pushes says why), so the Lock Screen shows no activity for it."
+        : "Nothing was pushed to this order's devices yet: the Lock Screen shows no activity for it."));
   } else {
     const { delivery, transition, alert } = pushed;
     const content = transition.content ?? {};
