@@ -16,10 +16,7 @@ struct BoardRoutes: Sendable {
     let engine: OrderFlowEngine
 
     /// The board's page and assets, which answer without an API key.
-    static let publicPaths: Set<String> = Set(["/board", signOutPath] + assets.keys.map { "/board/\($0)" })
-
-    /// Ends the session; it authenticates by the cookie itself, so it is public to the API's keys.
-    static let signOutPath = "/board/sign-out"
+    static let publicPaths: Set<String> = Set(["/board"] + assets.keys.map { "/board/\($0)" })
 
     /// The files of `Resources/board` served under `/board/`, with their types.
     static let assets: [String: String] = [
@@ -63,13 +60,10 @@ struct BoardRoutes: Sendable {
     }
 
     /// Deletes the session's row and clears the cookie: the old cookie opens nothing after this,
-    /// in this browser or any other. 204 also without a (live) session: signing out twice is fine.
+    /// in this browser or any other. ``MerchantAuthentication`` let the request through, as for
+    /// the board's `/v1` calls: a live session, and the board's header (a form on another site
+    /// cannot sign a board out); without them it answered 401 or 403.
     private func signOut(_ request: Request) async throws -> Response {
-        // The middleware answers with the same id in X-Request-ID (it overwrites this one's).
-        let requestID = request.headers[.xRequestID].flatMap(MerchantAuthentication<BasicRequestContext>.acceptedRequestID)
-            ?? MerchantAuthentication<BasicRequestContext>.newRequestID()
-        // Only the board's page signs out (a form on another site cannot send this header).
-        if let refused = BoardCookie.refuseCrossSite(request, requestID: requestID) { return refused }
         if let secret = BoardCookie.session(in: request.headers) {
             try await engine.endBoardSession(secret)
         }

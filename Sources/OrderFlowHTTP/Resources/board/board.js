@@ -426,7 +426,8 @@ signOutButton.addEventListener("click", async () => {
   events?.close();
   try {
     const response = await fetch("/board/sign-out", { method: "POST", headers: { "X-OrderFlow-Board": "1" }, credentials: "same-origin" });
-    if (!response.ok) throw new Error(`the server answered ${response.status}`);
+    // 401: the session had ended already (signed out in another tab, or expired).
+    if (!response.ok && response.status !== 401) throw new Error(`the server answered ${response.status}`);
     location.replace("/board?signed-out");
   } catch (error) {
     signOutButton.disabled = false;
