@@ -218,7 +218,7 @@ with sync_playwright() as playwright:
         expect(moved).to_be_visible(timeout=2_000)
         moved.get_by_role("button", name="Preview").click()
         preview = page.locator("#preview")
-        expect(preview.locator(".activity-headline")).to_have_text("Out for delivery", timeout=5_000)
+        expect(preview.locator(".activity-headline")).to_have_text("Out for delivery", timeout=10_000)
         if time.monotonic() - dispatched < 6:  # the stale date (8 s after dispatch) is still ahead
             expect(preview.locator(".stale-badge")).to_have_count(0)
             expect(preview.locator(".activity.stale")).to_have_count(0)
