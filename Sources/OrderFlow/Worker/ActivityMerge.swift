@@ -22,7 +22,13 @@ struct ActivityMerge {
     /// Epoch seconds.
     let now: Double
 
-    func plan(order: OutboxOrder, workflow: Workflow, activity: OutboxActivity) -> ActivityPlan {
+    /// A broadcast order's channel, as far as its followers are concerned.
+    struct Broadcast {
+        /// nil while the channel is not open: followers wait.
+        var channelID: String?
+    }
+
+    func plan(order: OutboxOrder, workflow: Workflow, activity: OutboxActivity, broadcast: Broadcast? = nil) -> ActivityPlan {
         var state = ActivityState(activity)
         var plan = ActivityPlan(
             merchantID: order.merchantID, orderID: order.orderID, device: activity.device,
@@ -57,7 +63,26 @@ struct ActivityMerge {
             break
         }
 
-        if let updateToken = activity.updateToken {
+        if let broadcast {
+            // A broadcast event: updates go to the channel, never to a follower's own token.
+            // A follower joins by a push-to-start carrying the channel id, once.
+            guard activity.updateToken == nil, state.status == .waiting, !isFinal, let channelID = broadcast.channelID,
+                  let pushToStartToken,
+                  var start = start(order: order, workflow: workflow, newest: newest, state: state, token: pushToStartToken)
+            else {
+                if broadcast.channelID != nil, state.status != .waiting || activity.updateToken != nil {
+                    // The channel carries this follower's updates: nothing of the order is pending for it.
+                    state.lastSeq = max(state.lastSeq, order.seq)
+                    state.lastAlertSeq = max(state.lastAlertSeq, order.seq)
+                }
+                return plan
+            }
+            if case .liveActivity(var spec) = start.payload {
+                spec.inputPushChannel = channelID
+                start.payload = .liveActivity(spec)
+            }
+            pushes = [start]
+        } else if let updateToken = activity.updateToken {
             state.status = .active
             if !isFinal, let startedAt = state.startedAt, now - startedAt >= configuration.timeLimitAge {
                 pushes = timeLimitPushes(order: order, workflow: workflow, newest: newest, state: state,
