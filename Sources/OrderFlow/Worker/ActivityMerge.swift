@@ -70,6 +70,15 @@ struct ActivityMerge {
                   let pushToStartToken,
                   var start = start(order: order, workflow: workflow, newest: newest, state: state, token: pushToStartToken)
             else {
+                // A joined follower's activity ends with the event (the channel's end reaches it),
+                // or on its own at the time limit: nothing more is tracked for it.
+                if state.status == .starting || state.status == .active {
+                    let atLimit = state.startedAt.map { now - $0 >= configuration.timeLimitAge } ?? false
+                    if (isFinal && broadcast.channelID != nil) || atLimit {
+                        state.status = .ended
+                        state.endedAt = now
+                    }
+                }
                 if broadcast.channelID != nil, state.status != .waiting || activity.updateToken != nil {
                     // The channel carries this follower's updates: nothing of the order is pending for it.
                     state.lastSeq = max(state.lastSeq, order.seq)
