@@ -225,7 +225,9 @@ struct DemoScript: Sendable {
     /// What happened, read back from the engine and the stand-in.
     func report(elapsed: Duration) async throws -> DemoReport {
         let holders = cast.holders
-        let received = apns.pushes().filter { holders[$0.deviceToken] != nil }
+        let all = apns.pushes().filter { holders[$0.deviceToken] != nil }
+        // The fans' push-to-starts are told with the race, not in the per-order summary.
+        let received = all.filter { !cast.fanStarts.contains($0.deviceToken) }
         var orders: [DemoReport.Order] = []
         for order in cast.orders {
             let history = try await engine.history(order.id)
@@ -238,7 +240,7 @@ struct DemoScript: Sendable {
         let broadcast = DemoReport.Broadcast(
             label: cast.race.label, story: cast.race.story, channel: race.order.channel,
             updates: race.transitions.count - 1, requests: counts.requests, deliveries: counts.deliveries, fans: cast.fans.count,
-            starts: received.filter { cast.fanStarts.contains($0.deviceToken) }.count)
+            starts: all.filter { cast.fanStarts.contains($0.deviceToken) }.count)
         return DemoReport(orders: orders, pushes: received, holders: holders,
                           merchantID: merchantID, elapsed: elapsed, broadcast: broadcast)
     }
