@@ -113,6 +113,9 @@ struct BroadcastWorkerTests {
         #expect(h.apns.channels().isEmpty, "the channel was deleted")
         #expect(try await h.engine.order("race-1").order.channel?.state == .deleted)
         #expect(try await h.pendingCommands("race-1") == 0)
+        for device in devices {
+            #expect(try await h.activity("race-1", device).status == "ended", "a joined follower's activity ends with the event")
+        }
         let kinds = try await h.pool.query(PostgresQuery(
             "SELECT count(*) AS n FROM deliveries WHERE order_id = 'race-1' AND token_kind = 'channel' AND outcome = 'sent'")).single()
         #expect(try kinds.decode("n", as: Int.self) == 5)

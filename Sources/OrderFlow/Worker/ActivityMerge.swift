@@ -24,8 +24,10 @@ struct ActivityMerge {
 
     /// A broadcast order's channel, as far as its followers are concerned.
     struct Broadcast {
-        /// nil while the channel is not open: followers wait.
+        /// nil until the channel is created: followers wait.
         var channelID: String?
+        /// Whether new followers may join (not after the end, nor once the channel is gone).
+        var acceptsFollowers = true
     }
 
     func plan(order: OutboxOrder, workflow: Workflow, activity: OutboxActivity, broadcast: Broadcast? = nil) -> ActivityPlan {
@@ -66,7 +68,8 @@ struct ActivityMerge {
         if let broadcast {
             // A broadcast event: updates go to the channel, never to a follower's own token.
             // A follower joins by a push-to-start carrying the channel id, once.
-            guard activity.updateToken == nil, state.status == .waiting, !isFinal, let channelID = broadcast.channelID,
+            guard activity.updateToken == nil, state.status == .waiting, !isFinal, broadcast.acceptsFollowers,
+                  let channelID = broadcast.channelID,
                   let pushToStartToken,
                   var start = start(order: order, workflow: workflow, newest: newest, state: state, token: pushToStartToken)
             else {
@@ -84,6 +87,9 @@ struct ActivityMerge {
                     state.lastSeq = max(state.lastSeq, order.seq)
                     state.lastAlertSeq = max(state.lastAlertSeq, order.seq)
                 }
+                // Set here: the `defer` above runs after `return plan` has copied the plan, so
+                // its assignment never reaches the caller.
+                plan.state = state
                 return plan
             }
             if case .liveActivity(var spec) = start.payload {

@@ -252,7 +252,9 @@ public final class OrderFlowWorker: Service, Sendable {
             let first = plans.count
             for activity in order.activities {
                 plans.append(merge.plan(order: order, workflow: workflow, activity: activity,
-                                        broadcast: channel.map { .init(channelID: $0.channel.state == .open ? $0.channel.channelID : nil) }))
+                                        broadcast: channel.map {
+                                            .init(channelID: $0.channel.channelID, acceptsFollowers: $0.channel.state == .open)
+                                        }))
             }
             planned.append((order, first..<plans.count, channel))
         }
