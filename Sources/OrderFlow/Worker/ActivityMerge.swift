@@ -46,8 +46,13 @@ struct ActivityMerge {
             state.failures = 0
             state.nextAttemptAt = nil
         }
-        defer { plan.state = state }
-        guard state.failures < configuration.maximumAttempts, let newest = order.newest else { return plan }
+        // Every return hands back the state decided so far (a `defer` would run after the
+        // plan is copied for the return, and its assignment would be lost).
+        func finished() -> ActivityPlan {
+            plan.state = state
+            return plan
+        }
+        guard state.failures < configuration.maximumAttempts, let newest = order.newest else { return finished() }
 
         let isFinal = workflow.isFinal(order.state)
         // The device's push-to-start token serves the first start only when the workflow starts
@@ -58,9 +63,9 @@ struct ActivityMerge {
         var pushes: [PlannedPush] = []
         switch state.status {
         case .ended:
-            return plan
+            return finished()
         case .gone where activity.updateToken == nil:
-            return plan
+            return finished()
         default:
             break
         }
@@ -87,10 +92,7 @@ struct ActivityMerge {
                     state.lastSeq = max(state.lastSeq, order.seq)
                     state.lastAlertSeq = max(state.lastAlertSeq, order.seq)
                 }
-                // Set here: the `defer` above runs after `return plan` has copied the plan, so
-                // its assignment never reaches the caller.
-                plan.state = state
-                return plan
+                return finished()
             }
             if case .liveActivity(var spec) = start.payload {
                 spec.inputPushChannel = channelID
@@ -134,7 +136,7 @@ struct ActivityMerge {
             state.status = .waiting
         }
 
-        guard !pushes.isEmpty else { return plan }
+        guard !pushes.isEmpty else { return finished() }
         // Pace: one push per interval per activity, none during a backoff.
         var notBefore = state.nextAttemptAt ?? 0
         if let lastPushedAt = state.lastPushedAt {
@@ -142,10 +144,10 @@ struct ActivityMerge {
         }
         if notBefore > now {
             plan.notBefore = notBefore
-            return plan
+            return finished()
         }
         plan.pushes = pushes
-        return plan
+        return finished()
     }
 
     // MARK: Pushes
