@@ -36,6 +36,17 @@ struct BroadcastMergeTests {
         #expect(waiting.state.status == .waiting)
     }
 
+    /// A decision that sends nothing still reaches the caller (it once did not: a `defer` set
+    /// it after the plan was copied for the return).
+    @Test func aPlanWithoutPushesCarriesItsDecidedState() throws {
+        let device = M.activity(status: nil, token: nil, lastSeq: 1, alertToken: "0a0b0c0d0e0f0a0b0c0d")
+        let order = try M.order([("in_progress", [:])], device: device)
+        let plan = M.merge().plan(order: order, workflow: M.workflow, activity: device)
+        #expect(plan.pushes.isEmpty, "the step carries no alert")
+        #expect(plan.state.status == .alerts)
+        #expect(plan.state.lastSeq == order.seq, "nothing more is pending for the alert-only device")
+    }
+
     static func channel(lastSeq: Int = 1, lastTimestamp: Int = 0, lastPushedAt: Double? = nil, policy: Int = 1) -> OutboxChannel {
         OutboxChannel(state: .open, channelID: "Y2hhbm5lbA==", bundleID: "com.example.app", storagePolicy: policy, generation: 1,
                       lastSeq: lastSeq, lastTimestamp: lastTimestamp, lastPushedAt: lastPushedAt, nextAttemptAt: nil, failures: 0)
