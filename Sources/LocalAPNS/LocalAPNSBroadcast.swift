@@ -221,6 +221,21 @@ extension LocalAPNSServer {
         self.broadcasts().filter { $0.subscribers.contains(device) }
     }
 
+    /// Forgets a channel as APNs may (deleted elsewhere, expired): broadcasts to it then answer
+    /// `400 ChannelNotRegistered`. Returns whether it existed.
+    @discardableResult
+    public func dropChannel(_ channelID: String) -> Bool {
+        self.core.broadcastState.withLock { state in
+            state.subscribers[channelID] = nil
+            return state.channels.removeValue(forKey: channelID) != nil
+        }
+    }
+
+    /// The devices subscribed to a channel.
+    public func subscribers(ofChannel channelID: String) -> Set<String> {
+        self.core.broadcastState.withLock { $0.subscribers[channelID] ?? [] }
+    }
+
     /// Sets how many channels an app may have (10,000, as APNs, unless a test lowers it).
     public func setChannelLimit(_ limit: Int) {
         self.core.broadcastState.withLock { $0.channelLimit = limit }

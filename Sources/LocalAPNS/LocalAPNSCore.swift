@@ -468,6 +468,11 @@ final class LocalAPNSCore: Sendable {
     }
 
     private func recordAccepted(_ push: LocalAPNSPush?) {
+        // A push-to-start with `input-push-channel` subscribes the device (named by its token)
+        // to the channel, as iOS 18 does with the activity it starts.
+        if let push, push.aps?["event"]?.stringValue == "start", let channel = push.aps?["input-push-channel"]?.stringValue {
+            _ = self.broadcastState.withLock { $0.subscribers[channel, default: []].insert(push.deviceToken) }
+        }
         let ready: [(CheckedContinuation<[LocalAPNSPush], any Error>, [LocalAPNSPush])] = self.records.withLock { state in
             if let push { state.pushes.append(push) }
             state.acceptedCount += 1

@@ -50,7 +50,8 @@ extension OrderFlowEngine {
             let created = try await orderStore.insertOrder(
                 orderID: request.orderID, workflow: request.workflow, version: version, state: workflow.initialState,
                 attributes: attributes.postgresJSON, content: rendering.content.postgresJSON, creationKey: request.idempotencyKey,
-                at: now, input: input.postgresJSON, rendered: rendering.json.postgresJSON, actor: request.actor)
+                at: now, input: input.postgresJSON, rendered: rendering.json.postgresJSON, actor: request.actor,
+                channelStoragePolicy: workflow.lifecycle.audience.storagePolicy)
             if !created {
                 let snapshot = try await orderSnapshot(request.orderID)
                 let key = try await orderStore.creationKey(orderID: request.orderID)
@@ -76,7 +77,8 @@ extension OrderFlowEngine {
             let snapshot = OrderSnapshot(
                 orderID: request.orderID, workflow: request.workflow, workflowVersion: version, state: workflow.initialState,
                 seq: 1, isFinal: workflow.isFinal(workflow.initialState), attributes: attributes, content: rendering.content,
-                createdAt: now, updatedAt: now, stateEnteredAt: now)
+                createdAt: now, updatedAt: now, stateEnteredAt: now,
+                channel: workflow.lifecycle.audience.pendingChannel)
             orderCache.store(OrderCache.Entry(
                 workflowName: snapshot.workflow, workflowVersion: snapshot.workflowVersion, state: snapshot.state,
                 seq: snapshot.seq, attributes: snapshot.attributes, content: snapshot.content, createdAt: snapshot.createdAt,
@@ -432,5 +434,22 @@ extension Workflow {
     /// follows later, or to restart it at the 8-hour limit.
     var startsByPush: Bool {
         lifecycle.start == .pushToStart || lifecycle.onTimeLimit == .restart
+    }
+}
+
+extension Audience {
+    /// A new broadcast order's channel: the worker creates it after the commit.
+    var pendingChannel: BroadcastChannelInfo? {
+        guard case .broadcast(let storage) = self else { return nil }
+        return BroadcastChannelInfo(id: nil, state: .pending, storage: storage, reason: nil)
+    }
+
+    /// `order_channels.storage_policy` (APNs' `message-storage-policy`); nil for per-device orders.
+    var storagePolicy: Int? {
+        switch self {
+        case .perDevice: nil
+        case .broadcast(.none): 0
+        case .broadcast(.latest): 1
+        }
     }
 }

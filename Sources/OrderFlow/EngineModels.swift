@@ -46,7 +46,37 @@ public struct OrderSnapshot: Sendable, Hashable, Codable {
     public var createdAt: Date
     public var updatedAt: Date
     public var stateEnteredAt: Date
+    /// The APNs broadcast channel of an order whose workflow has `audience: broadcast`; nil
+    /// for per-device orders (and in lists).
+    public var channel: BroadcastChannelInfo? = nil
 }
+
+/// An order's broadcast channel (iOS 18): what the app needs to subscribe
+/// (`pushType: .channel(id)`) and where the channel stands.
+public struct BroadcastChannelInfo: Sendable, Hashable, Codable {
+    public enum State: String, Sendable, Hashable, Codable {
+        /// The worker has not created the channel yet (the id follows within moments).
+        case pending
+        /// The channel exists; updates are broadcast to it.
+        case open
+        /// The end was broadcast; the channel is deleted once its retention has passed.
+        case ended
+        /// The channel was deleted after the end.
+        case deleted
+        /// The worker gave up on the channel; ``reason`` says why.
+        case failed
+    }
+
+    /// APNs' channel id (base64); nil while pending.
+    public var id: String?
+    public var state: State
+    /// `latest` (APNs keeps the newest update for late joiners) or `none`.
+    public var storage: ChannelStorage
+    /// The last refusal or failure, for people.
+    public var reason: String?
+}
+
+extension ChannelStorage: Codable {}
 
 /// One entry of an order's history.
 public struct TransitionRecord: Sendable, Hashable, Codable {
@@ -218,6 +248,14 @@ extension OrderSnapshot {
         updatedAt = try row.decode("updated_at")
         stateEnteredAt = try row.decode("state_entered_at")
         isFinal = finalStates?.contains(state) ?? false
+        // Only reads that join `order_channels` have these columns.
+        if let noChannel = try? row.isNull("channel_state"), !noChannel {
+            channel = BroadcastChannelInfo(
+                id: try row.decode("channel_id", as: String?.self),
+                state: BroadcastChannelInfo.State(rawValue: try row.decode("channel_state")) ?? .failed,
+                storage: try row.decode("channel_storage_policy", as: Int.self) == 0 ? .none : .latest,
+                reason: try row.decode("channel_reason", as: String?.self))
+        }
     }
 }
 

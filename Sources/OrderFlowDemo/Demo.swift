@@ -37,7 +37,7 @@ public struct Demo: Sendable {
     static let keyID = "DEMOKEY001"
     static let teamID = "DEMOTEAM01"
     /// The shipped workflows the demo applies, by name.
-    static let workflowNames = ["food-order", "ride"]
+    static let workflowNames = ["food-order", "ride", "f1-race"]
 
     /// What the demo is about, before anything starts.
     public func introduce() {
@@ -146,7 +146,7 @@ public struct Demo: Sendable {
         let script = DemoScript(engine: host.engine, apns: apns, cast: DemoCast(), merchantID: merchantID, pause: pause)
         let progress = output
         let driver = DemoDriver {
-            progress.note("driving 3 food orders and a ride, a step every 1.2 s (about 8 s)…")
+            progress.note("driving 3 food orders, a ride and a race followed through one broadcast channel, a step every 1.2 s (about 8 s)…")
             try await script.perform()
             let drainStarted = ContinuousClock.now
             try await script.waitForDrain()

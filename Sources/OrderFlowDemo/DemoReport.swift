@@ -18,6 +18,39 @@ struct DemoReport: Sendable {
     var holders: [String: TokenHolder]
     var merchantID: String
     var elapsed: Duration
+    var broadcast: Broadcast? = nil
+
+    /// The race: one channel, one request per update, APNs' fan-out.
+    struct Broadcast: Sendable {
+        var label: String
+        var story: String
+        var channel: BroadcastChannelInfo?
+        /// Transitions after the creation.
+        var updates: Int
+        /// Broadcast requests the stand-in accepted, and the deliveries they fanned out to.
+        var requests: Int
+        var deliveries: Int
+        var fans: Int
+        /// Push-to-starts that joined fans to the channel.
+        var starts: Int
+
+        func lines(_ terminal: Terminal) -> [String] {
+            var lines = [terminal.styled("\(label)  \(story)", .bold)]
+            let id = channel?.id.map { Formatting.maskedToken($0) } ?? "(none)"
+            lines.append("  channel \(id), \(channel?.state.rawValue ?? "missing"); \(starts) push-to-starts joined \(fans) fans to it (input-push-channel)")
+            lines.append("  \(Formatting.count(updates, "update")) → \(Formatting.count(requests, "broadcast request")) → \(Formatting.count(deliveries, "delivery", "deliveries")) (the stand-in's fan-out); per device it would take \(updates * fans) requests")
+            if channel?.state == .ended {
+                lines.append(terminal.styled("  the channel keeps the final result for late joiners, then the worker deletes it", .dim))
+            }
+            return lines
+        }
+
+        var problem: String? {
+            if requests == 0 { return "the race was not broadcast (no broadcast request reached the stand-in)" }
+            if deliveries < requests * fans { return "the race's broadcasts reached \(deliveries) phones, not \(requests * fans)" }
+            return nil
+        }
+    }
 
     private var deliveriesByID: [UUID: DeliveryRecord] {
         var byID: [UUID: DeliveryRecord] = [:]
@@ -42,7 +75,7 @@ struct DemoReport: Sendable {
             return "\(Formatting.count(failed.count, "push", "pushes")) did not go through (\(reasons)); see the timelines above"
         }
         if pushes.isEmpty { return "the local APNs stand-in received no pushes" }
-        return nil
+        return broadcast?.problem
     }
 
     func lines(_ terminal: Terminal) -> [String] {
@@ -50,6 +83,10 @@ struct DemoReport: Sendable {
         let byID = deliveriesByID
         for order in orders {
             lines += orderLines(order, terminal: terminal, deliveries: byID)
+            lines.append("")
+        }
+        if let broadcast {
+            lines += broadcast.lines(terminal)
             lines.append("")
         }
         lines += summary(terminal)

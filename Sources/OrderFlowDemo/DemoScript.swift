@@ -18,6 +18,10 @@ struct DemoCast: Sendable {
     let orderC = Order(label: "C", id: "1044", story: "food order, cancelled by the restaurant")
     let ride = Order(label: "R", id: "R-2087", story: "ride, started by the app, driver details on the Lock Screen")
     var orders: [Order] { [orderA, orderB, orderC, ride] }
+    /// A shared event: one APNs broadcast channel, however many phones follow it.
+    let race = Order(label: "F", id: "monza-2026", story: "F1 race, audience: broadcast: three fans follow it through one APNs channel")
+    let fans = ["fia-iphone", "gio-iphone", "hana-iphone"]
+    let fanStarts = (0..<3).map { _ in Self.token(160) }
 
     /// Follows order A with a Live Activity started by push.
     let anna = "anna-iphone"
@@ -44,7 +48,7 @@ struct DemoCast: Sendable {
             chloeStart: .init(device: chloe, kind: "push-to-start"), chloeActivity: .init(device: chloe, kind: "activity"),
             danStart: .init(device: dan, kind: "push-to-start"), danActivity: .init(device: dan, kind: "activity"),
             erinActivity: .init(device: erin, kind: "activity"),
-        ]
+        ].merging(zip(fanStarts, fans).map { ($0, TokenHolder(device: $1, kind: "push-to-start")) }) { first, _ in first }
     }
 
     static func token(_ length: Int) -> String {
@@ -76,6 +80,7 @@ struct DemoScript: Sendable {
             group.addTask { try await orderB() }
             group.addTask { try await orderC() }
             group.addTask { try await ride() }
+            group.addTask { try await race() }
             try await group.waitForAll()
         }
     }
@@ -155,6 +160,36 @@ struct DemoScript: Sendable {
         }
     }
 
+    /// A race that three fans follow: they join by push-to-start carrying the race's channel
+    /// id; every step after that is one broadcast request, fanned out by APNs to all three.
+    private func race() async throws {
+        let id = cast.race.id
+        for (fan, token) in zip(cast.fans, cast.fanStarts) {
+            try await engine.registerPushToStartToken(deviceID: fan, attributesType: "RaceAttributes", token: token)
+        }
+        _ = try await engine.createOrder(NewOrder(
+            orderID: id, workflow: "f1-race",
+            attributes: ["raceName": "Italian Grand Prix", "track": "Monza", "totalLaps": 53], actor: Self.actor))
+        for fan in cast.fans { try await engine.follow(orderID: id, deviceID: fan) }
+        for fan in cast.fans { try await activityStarted(id, on: fan) }
+        func driver(_ name: String, _ code: String, _ number: Int, _ team: String) -> JSONValue {
+            ["name": .string(name), "code": .string(code), "number": .int(number), "constructor": .string(team)]
+        }
+        let lec = driver("Charles Leclerc", "LEC", 16, "Ferrari")
+        let nor = driver("Lando Norris", "NOR", 4, "McLaren")
+        let ver = driver("Max Verstappen", "VER", 1, "Red Bull")
+        let steps: [(String, JSONValue)] = [
+            ("lights_out", ["first": lec, "second": nor, "third": ver]),
+            ("lap", ["lap": 2, "first": lec, "second": ver, "third": nor, "fastestLap": ver, "fastestLapTime": "1:21.046"]),
+            ("lap", ["lap": 3, "first": ver, "second": lec, "third": nor, "fastestLap": ver, "fastestLapTime": "1:20.912"]),
+            ("chequered_flag", ["first": ver, "second": lec, "third": nor]),
+        ]
+        for (event, input) in steps {
+            try await Task.sleep(for: pause)
+            _ = try await engine.advance(id, to: event, input: input, actor: Self.actor)
+        }
+    }
+
     /// Waits until the worker has sent the push-to-start and recorded it.
     private func activityStarted(_ orderID: String, on device: String) async throws {
         try await waitUntil("the Live Activity of order \(orderID) starts on \(device)", timeout: .seconds(15)) {
@@ -169,7 +204,10 @@ struct DemoScript: Sendable {
             for id in ids {
                 if try await engine.order(id).pendingCommands > 0 { return false }
             }
-            return true
+            // The race's channel keeps a wake-up queued for its deletion after the retention:
+            // its end being sent is what counts here.
+            let race = try await engine.order(cast.race.id).order.channel?.state
+            return race == .ended || race == .deleted || race == .failed
         }
     }
 
@@ -187,7 +225,9 @@ struct DemoScript: Sendable {
     /// What happened, read back from the engine and the stand-in.
     func report(elapsed: Duration) async throws -> DemoReport {
         let holders = cast.holders
-        let received = apns.pushes().filter { holders[$0.deviceToken] != nil }
+        let all = apns.pushes().filter { holders[$0.deviceToken] != nil }
+        // The fans' push-to-starts are told with the race, not in the per-order summary.
+        let received = all.filter { !cast.fanStarts.contains($0.deviceToken) }
         var orders: [DemoReport.Order] = []
         for order in cast.orders {
             let history = try await engine.history(order.id)
@@ -195,7 +235,13 @@ struct DemoScript: Sendable {
             orders.append(DemoReport.Order(
                 label: order.label, story: order.story, history: history, activities: details.activities))
         }
+        let race = try await engine.history(cast.race.id)
+        let counts = apns.broadcastCounts
+        let broadcast = DemoReport.Broadcast(
+            label: cast.race.label, story: cast.race.story, channel: race.order.channel,
+            updates: race.transitions.count - 1, requests: counts.requests, deliveries: counts.deliveries, fans: cast.fans.count,
+            starts: all.filter { cast.fanStarts.contains($0.deviceToken) }.count)
         return DemoReport(orders: orders, pushes: received, holders: holders,
-                          merchantID: merchantID, elapsed: elapsed)
+                          merchantID: merchantID, elapsed: elapsed, broadcast: broadcast)
     }
 }

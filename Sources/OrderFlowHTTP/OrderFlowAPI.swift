@@ -324,7 +324,13 @@ struct OrderFlowAPI: APIProtocol {
     static func order(_ order: OrderSnapshot) throws -> Components.Schemas.Order {
         .init(id: order.orderID, workflow: order.workflow, workflowVersion: order.workflowVersion, state: order.state, seq: order.seq,
               isFinal: order.isFinal, attributes: try object(order.attributes), content: try object(order.content),
-              createdAt: order.createdAt, updatedAt: order.updatedAt, stateEnteredAt: order.stateEnteredAt)
+              createdAt: order.createdAt, updatedAt: order.updatedAt, stateEnteredAt: order.stateEnteredAt,
+              channel: order.channel.map(Self.channel))
+    }
+
+    static func channel(_ channel: BroadcastChannelInfo) -> Components.Schemas.BroadcastChannel {
+        .init(id: channel.id, state: .init(rawValue: channel.state.rawValue) ?? .failed,
+              storage: channel.storage == .none ? .none : .latest, reason: channel.reason)
     }
 
     static func transition(_ record: TransitionRecord.Readable) throws -> Components.Schemas.Transition {

@@ -92,6 +92,15 @@ extension Workflow {
                 "on-time-limit": .string(lifecycle.onTimeLimit.rawValue),
             ],
         ]
+        // Per-device workflows keep the form (and checksum) they had before audiences existed.
+        if case .broadcast(let storage) = lifecycle.audience, case .object(var object) = document,
+           case .object(var lifecycleObject)? = object["lifecycle"]
+        {
+            lifecycleObject["audience"] = "broadcast"
+            lifecycleObject["channel-storage"] = .string(storage.rawValue)
+            object["lifecycle"] = .object(lifecycleObject)
+            document = .object(object)
+        }
         // A struct type is spelled by its name in the schemas; its fields are here.
         if !structTypes.isEmpty, case .object(var object) = document {
             object["types"] = .array(structTypes.map { ["name": .string($0.name), "fields": fieldList($0.fields)] })

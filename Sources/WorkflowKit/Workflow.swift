@@ -145,6 +145,43 @@ public struct LifecycleSpec: Sendable, Hashable {
     /// The alert of the push-to-start (required for `push-to-start`).
     public var startAlert: AlertSpec?
     public var onTimeLimit: TimeLimitPolicy
+    /// Who an order's activity updates go to: each follower's device (the default), or every
+    /// subscriber of one APNs broadcast channel per order (iOS 18).
+    public var audience: Audience = .perDevice
+
+    public init(start: StartMode, startInputs: [FieldSpec], startAlert: AlertSpec?, onTimeLimit: TimeLimitPolicy,
+                audience: Audience = .perDevice)
+    {
+        self.start = start
+        self.startInputs = startInputs
+        self.startAlert = startAlert
+        self.onTimeLimit = onTimeLimit
+        self.audience = audience
+    }
+}
+
+/// Who an order's updates go to (`lifecycle.audience`).
+public enum Audience: Sendable, Hashable {
+    /// One push per following device (`per-device`, the default): a customer's own order.
+    case perDevice
+    /// One broadcast per update to a channel that every follower subscribes to (`broadcast`):
+    /// a shared event such as a race or a match. `storage` is the channel's
+    /// `message-storage-policy`.
+    case broadcast(storage: ChannelStorage)
+
+    public var isBroadcast: Bool {
+        if case .broadcast = self { return true }
+        return false
+    }
+}
+
+/// What APNs keeps of a broadcast channel's traffic for devices that join late
+/// (`lifecycle.channel-storage`).
+public enum ChannelStorage: String, Sendable, Hashable {
+    /// `latest` (policy 1, the default): the most recent update, up to 8 hours.
+    case latest
+    /// `none` (policy 0): nothing; every broadcast is delivered once (`apns-expiration: 0`).
+    case none
 }
 
 /// A durable timer: after `after` in `state`, do `action`.

@@ -869,7 +869,7 @@ struct WorkflowParser {
 
     // MARK: Lifecycle
 
-    static let lifecycleKeys = ["start", "start-input", "start-alert", "end", "on-time-limit"]
+    static let lifecycleKeys = ["start", "start-input", "start-alert", "end", "on-time-limit", "audience", "channel-storage"]
 
     mutating func parseLifecycle(_ node: Node, structs: [StructType]) -> (spec: LifecycleSpec, startPosition: SourcePosition, alert: ParsedAlert?,
                                                    dismissals: [String: Located<Dismissal>])?
@@ -906,7 +906,36 @@ struct WorkflowParser {
                       at: limitNode)
             }
         }
-        let spec = LifecycleSpec(start: start, startInputs: startInputs, startAlert: alert?.spec, onTimeLimit: onTimeLimit)
+        var audience = Audience.perDevice
+        if let audienceNode = map["audience"], let text = string(audienceNode, what: "`lifecycle.audience`") {
+            switch text {
+            case "per-device": break
+            case "broadcast":
+                audience = .broadcast(storage: .latest)
+                if onTimeLimit == .restart {
+                    error("`lifecycle.on-time-limit: restart` does not go with `audience: broadcast`: the followers' activities are not tracked one by one, so none can be restarted; use `end`",
+                          at: map["on-time-limit"] ?? audienceNode)
+                }
+            default:
+                error("`lifecycle.audience` must be `per-device` (one push per following device, the default) or `broadcast` (one APNs channel per order, every follower subscribed; iOS 18), not `\(text)`\(didYouMean(text, in: ["per-device", "broadcast"]))",
+                      at: audienceNode)
+            }
+        }
+        if let storageNode = map["channel-storage"], let text = string(storageNode, what: "`lifecycle.channel-storage`") {
+            if let storage = ChannelStorage(rawValue: text) {
+                if audience.isBroadcast {
+                    audience = .broadcast(storage: storage)
+                } else {
+                    error("`lifecycle.channel-storage` applies to `audience: broadcast` only; add `audience: broadcast` or remove it",
+                          at: storageNode)
+                }
+            } else {
+                error("`lifecycle.channel-storage` must be `latest` (APNs keeps the newest update for devices that join late, the default) or `none` (nothing is kept; each broadcast is delivered once), not `\(text)`\(didYouMean(text, in: ["latest", "none"]))",
+                      at: storageNode)
+            }
+        }
+        let spec = LifecycleSpec(start: start, startInputs: startInputs, startAlert: alert?.spec, onTimeLimit: onTimeLimit,
+                                 audience: audience)
         return (spec, SourcePosition(map.keyNode("start")), alert, dismissals)
     }
 

@@ -40,6 +40,14 @@ struct ShowOrder: AsyncParsableCommand {
         return text
     }
 
+    /// A broadcast order's channel: the id the app subscribes with, and where it stands.
+    static func channelLine(_ channel: BroadcastChannelInfo, _ terminal: Terminal) -> String {
+        let id = channel.id.map(Formatting.escaped) ?? "(not created yet)"
+        var text = "broadcast channel: \(id)  \(channel.state.rawValue), storage \(channel.storage.rawValue)"
+        if let reason = channel.reason { text += " — \(Formatting.escaped(reason))" }
+        return channel.state == .failed ? terminal.styled(text, .red) : text
+    }
+
     /// The JSON of `show`: the order, its history and its activities.
     struct Document: Encodable {
         var order: OrderSnapshot
@@ -95,6 +103,7 @@ struct ShowOrder: AsyncParsableCommand {
                 .joined(separator: ", ")
             lines.append(terminal.styled("attributes: \(text)", .dim))
         }
+        if let channel = order.channel { lines.append(channelLine(channel, terminal)) }
         lines.append("")
         let deliveriesBySeq = Dictionary(grouping: document.deliveries, by: \.seq)
         var timeline = TextTable(header: ["TIME", "TRANSITION", "EVENT", "ACTOR"])

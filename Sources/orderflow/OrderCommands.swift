@@ -81,6 +81,9 @@ struct OrderCommand: AsyncParsableCommand {
             }
             let terminal = context.terminal
             terminal.write("created order \(terminal.styled(Formatting.escaped(order.orderID), .bold)) (\(Formatting.escaped(order.workflow)) v\(order.workflowVersion)) in \(StateStyle.styled(order.state, isFinal: order.isFinal, terminal))")
+            if order.channel != nil {
+                terminal.write("a broadcast event: the worker creates its APNs channel; `orderflow show \(Formatting.commandWord(order.orderID))` gives the channel id for the app")
+            }
             terminal.write(terminal.styled("follow it from a device with `orderflow follow \(Formatting.commandWord(order.orderID)) DEVICE`", .dim))
         }
     }

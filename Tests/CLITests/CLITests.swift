@@ -457,6 +457,36 @@ struct DatabaseCommandTests {
         expectStatus(missingShow, 66)
     }
 
+    @Test("a broadcast order: create says so, show gives the channel id the app subscribes with")
+    func broadcastOrderShowsItsChannel() async throws {
+        let cli = try await CLI.withFreshDatabase()
+        let race = Fixtures.repository.appendingPathComponent("workflows/f1-race.yaml").path
+        expectStatus(try await cli.run("workflow", "apply", race), 0)
+        let created = try await cli.run(["order", "create", "monza", "--workflow", "f1-race", "--attr", "raceName=Italian GP",
+                                         "--attr", "track=Monza", "--attr", "totalLaps=53"])
+        expectStatus(created, 0)
+        #expect(created.stdout.contains("a broadcast event: the worker creates its APNs channel"), "\(created)")
+        let pending = try await cli.run("show", "monza")
+        expectStatus(pending, 0)
+        #expect(pending.stdout.contains("broadcast channel: (not created yet)  pending, storage latest"), "\(pending)")
+
+        // As the worker records a channel APNs created.
+        let configuration = try PostgresConfiguration(try #require(cli.databaseURL))
+        try await PostgresConnection.withConnection(configuration) { connection in
+            try await connection.query(PostgresQuery(
+                "UPDATE order_channels SET channel_id = 'Y2hhbm5lbDE=', state = 'open', generation = 1 WHERE order_id = 'monza'"))
+        }
+        let open = try await cli.run("show", "monza")
+        #expect(open.stdout.contains("broadcast channel: Y2hhbm5lbDE=  open"), "\(open)")
+        let json = try #require(try (try await cli.run("show", "monza", "--json")).json() as? [String: Any])
+        let channel = (json["order"] as? [String: Any])?["channel"] as? [String: Any]
+        #expect(channel?["id"] as? String == "Y2hhbm5lbDE=" && channel?["state"] as? String == "open", "\(json)")
+        let food = try await cli.run(["order", "create", "1042", "--workflow", "food-order"] + foodAttributes)
+        if food.status == 0 {
+            #expect(!(try await cli.run("show", "1042")).stdout.contains("broadcast channel"))
+        }
+    }
+
     @Test("ambiguous prefixes list the candidates; --input values are typed")
     func prefixesAndTypedInput() async throws {
         let cli = try await CLI.withFreshDatabase()

@@ -25,6 +25,8 @@ struct DemoCommandTests {
             "ordinary alerts",                                   // ben-iphone's fallback
             "driver_assigned", "Maria", "7ABC123",               // the ride's details
             "separate notifications",                            // the point of it all
+            "3 push-to-starts joined 3 fans to it",              // the race: one channel,
+            "4 updates → 4 broadcast requests → 12 deliveries",  // one request per update, fanned out
         ] {
             #expect(output.contains(fragment), "expected \"\(fragment)\" in:\n\(output)")
         }

@@ -34,7 +34,7 @@ struct SecretsInOutputTests {
                 """)).map { try $0.decode("t", as: String.self) }
             return (merchant, tokens)
         }
-        #expect(tokens.count == 8, "the demo registers 8 tokens: \(tokens.count)")
+        #expect(tokens.count == 11, "the demo registers 11 tokens (8, and the race's 3 fans): \(tokens.count)")
         var scan = SecretScan(tokens: tokens)
         scan.check(run.stdout, "demo stdout")
         scan.check(run.stderr, "demo stderr (trace)")
@@ -42,7 +42,7 @@ struct SecretsInOutputTests {
         #expect(run.stderr.contains("apns.token=…"), "the trace log names tokens in their redacted form")
 
         let reader = try CLI(databaseURL: database.connectionString, extraEnvironment: ["ORDERFLOW_MERCHANT": merchant])
-        for arguments in SecretScan.readingCommands(orders: ["1042", "1043", "1044", "R-2087"]) {
+        for arguments in SecretScan.readingCommands(orders: ["1042", "1043", "1044", "R-2087", "monza-2026"]) {
             let result = try await reader.run(arguments)
             #expect(result.status == 0, "\(arguments): \(result)")
             scan.check(result.stdout + result.stderr, "orderflow " + arguments.joined(separator: " "))

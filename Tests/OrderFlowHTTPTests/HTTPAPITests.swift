@@ -6,6 +6,7 @@ import HummingbirdTesting
 import Logging
 import OrderFlow
 import OrderFlowTesting
+import PGKit
 import Testing
 @testable import OrderFlowHTTP
 
@@ -126,6 +127,34 @@ struct HTTPAPITests {
             #expect(cancelled.status == .ok && (cancelled.json["order"] as? [String: Any])?["is_final"] as? Bool == true, "\(cancelled.body)")
             let missing = try await call(client, .get, "/v1/orders/9999", headers: harness.headers())
             expectProblem(missing, .notFound, code: "notFound", containing: "9999")
+        }
+    }
+
+    @Test("a broadcast order carries its channel: pending at creation, then the id the worker stored")
+    func broadcastOrderCarriesItsChannel() async throws {
+        let harness = try await Harness.make()
+        defer { Task { await harness.fixture.shutdown() } }
+        _ = try await harness.fixture.engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("f1-race"), file: "f1-race.yaml")
+        try await harness.application.test(.router) { client in
+            let body = #"{"id": "monza-2026", "workflow": "f1-race", "attributes": {"raceName": "Italian Grand Prix", "track": "Monza", "totalLaps": 53}}"#
+            let created = try await call(client, .post, "/v1/orders", headers: harness.headers(), body: body)
+            #expect(created.status == .created, "\(created.body)")
+            let pending = created.json["channel"] as? [String: Any]
+            #expect(pending?["state"] as? String == "pending" && pending?["storage"] as? String == "latest", "\(created.body)")
+            #expect(pending?["id"] == nil)
+
+            // What the worker records once APNs created the channel.
+            let channelID = "dHN0Q2hhbm5lbElEMTIzNA=="
+            try await harness.fixture.engine.pool.query(PostgresQuery(
+                "UPDATE order_channels SET channel_id = $1, state = 'open', generation = 1 WHERE order_id = 'monza-2026'", channelID))
+            let order = try await call(client, .get, "/v1/orders/monza-2026", headers: harness.headers())
+            let channel = (order.json["order"] as? [String: Any])?["channel"] as? [String: Any]
+            #expect(channel?["id"] as? String == channelID && channel?["state"] as? String == "open", "\(order.body)")
+
+            // A per-device order has none.
+            let food = #"{"id": "1042", "workflow": "food-order", "attributes": {"merchantName": "Luigi's", "orderNumber": "1042", "itemCount": 3}}"#
+            let plain = try await call(client, .post, "/v1/orders", headers: harness.headers(), body: food)
+            #expect(plain.status == .created && plain.json["channel"] == nil, "\(plain.body)")
         }
     }
 

@@ -15,7 +15,8 @@ struct OrderStore: Sendable {
     /// returns false when an order with this id exists (nothing is written then).
     func insertOrder(
         orderID: String, workflow: String, version: Int, state: String, attributes: PostgresJSON, content: PostgresJSON,
-        creationKey: String?, at time: Date, input: PostgresJSON, rendered: PostgresJSON, actor: String?
+        creationKey: String?, at time: Date, input: PostgresJSON, rendered: PostgresJSON, actor: String?,
+        channelStoragePolicy: Int? = nil
     ) async throws -> Bool {
         try await pool.query(PostgresQuery("""
             WITH new_order AS (
@@ -31,9 +32,14 @@ struct OrderStore: Sendable {
             ), command AS (
                 INSERT INTO activity_commands (merchant_id, order_id, seq, kind)
                 SELECT merchant_id, order_id, 1, 'start' FROM new_order
+            ), channel AS (
+                -- A broadcast event: the worker creates its channel (no APNs call in here).
+                INSERT INTO order_channels (merchant_id, order_id, storage_policy)
+                SELECT merchant_id, order_id, $13 FROM new_order WHERE $13::smallint IS NOT NULL
             )
             SELECT count(*) AS created FROM new_order
-            """, merchantID, orderID, workflow, version, state, attributes, content, creationKey, time, input, rendered, actor)
+            """, merchantID, orderID, workflow, version, state, attributes, content, creationKey, time, input, rendered, actor,
+            channelStoragePolicy)
         ).single().decode("created", as: Int.self) > 0
     }
 
@@ -99,8 +105,12 @@ struct OrderStore: Sendable {
     /// The order's row for an `OrderSnapshot`; nil when it does not exist.
     func snapshotRow(orderID: String) async throws -> PostgresRow? {
         try await pool.query(PostgresQuery("""
-            SELECT order_id, workflow_name, workflow_version, state, seq, attributes, content, created_at, updated_at, state_entered_at
-            FROM orders WHERE merchant_id = $1 AND order_id = $2
+            SELECT o.order_id, o.workflow_name, o.workflow_version, o.state, o.seq, o.attributes, o.content, o.created_at,
+                   o.updated_at, o.state_entered_at,
+                   c.state AS channel_state, c.channel_id, c.storage_policy AS channel_storage_policy, c.reason AS channel_reason
+            FROM orders o
+            LEFT JOIN order_channels c ON c.merchant_id = o.merchant_id AND c.order_id = o.order_id
+            WHERE o.merchant_id = $1 AND o.order_id = $2
             """, merchantID, orderID)).first
     }
 

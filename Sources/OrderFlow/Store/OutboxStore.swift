@@ -106,10 +106,22 @@ struct OutboxStore: Sendable {
                                          FROM order_followers f
                                          LEFT JOIN activities a ON a.merchant_id = f.merchant_id AND a.order_id = f.order_id
                                                                AND a.device_id = f.device_id
-                                         WHERE f.merchant_id = o.merchant_id AND f.order_id = o.order_id))
+                                         WHERE f.merchant_id = o.merchant_id AND f.order_id = o.order_id), (
+                                         -- A broadcast order: what its channel has not been sent.
+                                         SELECT c.last_seq FROM order_channels c
+                                         WHERE c.merchant_id = o.merchant_id AND c.order_id = o.order_id))
                                    ORDER BY t.seq DESC
                                    LIMIT $3) h),
-                            '[]'::json) AS transitions
+                            '[]'::json) AS transitions,
+                   (SELECT json_build_object(
+                               'state', c.state, 'channelID', c.channel_id, 'bundleID', c.bundle_id,
+                               'storagePolicy', c.storage_policy, 'generation', c.generation, 'lastSeq', c.last_seq,
+                               'lastTimestamp', c.last_timestamp, 'lastPushedAt', extract(epoch FROM c.last_pushed_at),
+                               'nextAttemptAt', extract(epoch FROM c.next_attempt_at), 'failures', c.failures,
+                               'reason', c.reason, 'deleteAfter', extract(epoch FROM c.delete_after),
+                               'openedAt', extract(epoch FROM c.opened_at), 'deletedAt', extract(epoch FROM c.deleted_at))
+                    FROM order_channels c
+                    WHERE c.merchant_id = o.merchant_id AND c.order_id = o.order_id) AS channel
             FROM orders o
             JOIN unnest($1::text[], $2::text[]) AS k(merchant_id, order_id)
               ON o.merchant_id = k.merchant_id AND o.order_id = k.order_id
@@ -127,7 +139,8 @@ struct OutboxStore: Sendable {
                 startInput: try JSONValue(postgres: row.decode("start_input")),
                 commands: try decoder.decode([OutboxCommand].self, from: Data(row.decode("commands", as: String.self).utf8)),
                 activities: try decoder.decode([OutboxActivity].self, from: Data(row.decode("activities", as: String.self).utf8)),
-                transitions: try decoder.decode([OutboxTransition].self, from: Data(row.decode("transitions", as: String.self).utf8)))
+                transitions: try decoder.decode([OutboxTransition].self, from: Data(row.decode("transitions", as: String.self).utf8)),
+                channel: try row.decode("channel", as: String?.self).map { try decoder.decode(OutboxChannel.self, from: Data($0.utf8)) })
         }
     }
 
@@ -186,7 +199,8 @@ struct OutboxStore: Sendable {
     struct Deferral: Sendable, Hashable, Encodable {
         var merchantID: String
         var orderID: String
-        var deviceID: String
+        /// nil: the order's broadcast channel.
+        var deviceID: String?
         var seq: Int
         var availableAt: Double
     }

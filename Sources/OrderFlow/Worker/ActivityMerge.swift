@@ -22,7 +22,15 @@ struct ActivityMerge {
     /// Epoch seconds.
     let now: Double
 
-    func plan(order: OutboxOrder, workflow: Workflow, activity: OutboxActivity) -> ActivityPlan {
+    /// A broadcast order's channel, as far as its followers are concerned.
+    struct Broadcast {
+        /// nil until the channel is created: followers wait.
+        var channelID: String?
+        /// Whether new followers may join (not after the end, nor once the channel is gone).
+        var acceptsFollowers = true
+    }
+
+    func plan(order: OutboxOrder, workflow: Workflow, activity: OutboxActivity, broadcast: Broadcast? = nil) -> ActivityPlan {
         var state = ActivityState(activity)
         var plan = ActivityPlan(
             merchantID: order.merchantID, orderID: order.orderID, device: activity.device,
@@ -38,8 +46,13 @@ struct ActivityMerge {
             state.failures = 0
             state.nextAttemptAt = nil
         }
-        defer { plan.state = state }
-        guard state.failures < configuration.maximumAttempts, let newest = order.newest else { return plan }
+        // Every return hands back the state decided so far (a `defer` would run after the
+        // plan is copied for the return, and its assignment would be lost).
+        func finished() -> ActivityPlan {
+            plan.state = state
+            return plan
+        }
+        guard state.failures < configuration.maximumAttempts, let newest = order.newest else { return finished() }
 
         let isFinal = workflow.isFinal(order.state)
         // The device's push-to-start token serves the first start only when the workflow starts
@@ -50,14 +63,43 @@ struct ActivityMerge {
         var pushes: [PlannedPush] = []
         switch state.status {
         case .ended:
-            return plan
+            return finished()
         case .gone where activity.updateToken == nil:
-            return plan
+            return finished()
         default:
             break
         }
 
-        if let updateToken = activity.updateToken {
+        if let broadcast {
+            // A broadcast event: updates go to the channel, never to a follower's own token.
+            // A follower joins by a push-to-start carrying the channel id, once.
+            guard activity.updateToken == nil, state.status == .waiting, !isFinal, broadcast.acceptsFollowers,
+                  let channelID = broadcast.channelID,
+                  let pushToStartToken,
+                  var start = start(order: order, workflow: workflow, newest: newest, state: state, token: pushToStartToken)
+            else {
+                // A joined follower's activity ends with the event (the channel's end reaches it),
+                // or on its own at the time limit: nothing more is tracked for it.
+                if state.status == .starting || state.status == .active {
+                    let atLimit = state.startedAt.map { now - $0 >= configuration.timeLimitAge } ?? false
+                    if (isFinal && broadcast.channelID != nil) || atLimit {
+                        state.status = .ended
+                        state.endedAt = now
+                    }
+                }
+                if broadcast.channelID != nil, state.status != .waiting || activity.updateToken != nil {
+                    // The channel carries this follower's updates: nothing of the order is pending for it.
+                    state.lastSeq = max(state.lastSeq, order.seq)
+                    state.lastAlertSeq = max(state.lastAlertSeq, order.seq)
+                }
+                return finished()
+            }
+            if case .liveActivity(var spec) = start.payload {
+                spec.inputPushChannel = channelID
+                start.payload = .liveActivity(spec)
+            }
+            pushes = [start]
+        } else if let updateToken = activity.updateToken {
             state.status = .active
             if !isFinal, let startedAt = state.startedAt, now - startedAt >= configuration.timeLimitAge {
                 pushes = timeLimitPushes(order: order, workflow: workflow, newest: newest, state: state,
@@ -94,7 +136,7 @@ struct ActivityMerge {
             state.status = .waiting
         }
 
-        guard !pushes.isEmpty else { return plan }
+        guard !pushes.isEmpty else { return finished() }
         // Pace: one push per interval per activity, none during a backoff.
         var notBefore = state.nextAttemptAt ?? 0
         if let lastPushedAt = state.lastPushedAt {
@@ -102,10 +144,10 @@ struct ActivityMerge {
         }
         if notBefore > now {
             plan.notBefore = notBefore
-            return plan
+            return finished()
         }
         plan.pushes = pushes
-        return plan
+        return finished()
     }
 
     // MARK: Pushes

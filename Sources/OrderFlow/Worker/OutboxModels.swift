@@ -18,6 +18,8 @@ struct OutboxOrder: Sendable {
     var activities: [OutboxActivity]
     /// Ascending by `seq`; always includes the order's newest transition.
     var transitions: [OutboxTransition]
+    /// The broadcast channel of an `audience: broadcast` order.
+    var channel: OutboxChannel? = nil
 
     /// The rendering of the order's current state.
     var newest: OutboxTransition? { transitions.last { $0.seq == seq } }
@@ -162,6 +164,8 @@ struct LiveActivityPayloadSpec: Sendable, Hashable {
     var relevanceScore: Double?
     var attributesType: String?
     var attributes: JSONValue?
+    /// For a push-to-start of a broadcast event: the channel the new activity subscribes to.
+    var inputPushChannel: String? = nil
 }
 
 struct AlertPayloadSpec: Sendable, Hashable {

@@ -171,18 +171,7 @@ extension PlannedPush {
         let apnsPriority: APNSPriority = priority >= 10 ? .immediate : .conservePower
         switch payload {
         case .liveActivity(let spec):
-            let payload = LiveActivityPayload(
-                event: LiveActivityPayload.Event(spec.event),
-                timestamp: Date(timeIntervalSince1970: TimeInterval(spec.timestamp)),
-                contentState: try spec.content.map(APNSJSONObject.init(value:)),
-                alert: spec.alert.map(LiveActivityAlert.init),
-                staleDate: spec.staleDate.map { Date(timeIntervalSince1970: TimeInterval($0)) },
-                dismissalDate: spec.dismissalDate.map { Date(timeIntervalSince1970: TimeInterval($0)) },
-                relevanceScore: spec.relevanceScore,
-                attributesType: spec.attributesType,
-                attributes: try spec.attributes.map(APNSJSONObject.init(value:)),
-                inputPushToken: spec.event == .start)
-            return try APNSRequest(liveActivity: payload, deviceToken: token, bundleID: bundleID, priority: apnsPriority)
+            return try APNSRequest(liveActivity: spec.payload(), deviceToken: token, bundleID: bundleID, priority: apnsPriority)
         case .alert(let spec):
             let payload = AlertPayload(
                 title: APNSAlertText(spec.alert.title), body: APNSAlertText(spec.alert.body),
@@ -191,5 +180,24 @@ extension PlannedPush {
                 customData: try APNSJSONObject(value: ["orderID": .string(spec.orderID)]))
             return try APNSRequest(alert: payload, deviceToken: token, bundleID: bundleID, priority: .immediate)
         }
+    }
+}
+
+extension LiveActivityPayloadSpec {
+    /// The APNs payload. A start asks for the new activity's update token, unless it joins a
+    /// broadcast channel (`input-push-channel`): such an activity is updated through the channel.
+    func payload() throws -> LiveActivityPayload {
+        LiveActivityPayload(
+            event: LiveActivityPayload.Event(event),
+            timestamp: Date(timeIntervalSince1970: TimeInterval(timestamp)),
+            contentState: try content.map(APNSJSONObject.init(value:)),
+            alert: alert.map(LiveActivityAlert.init),
+            staleDate: staleDate.map { Date(timeIntervalSince1970: TimeInterval($0)) },
+            dismissalDate: dismissalDate.map { Date(timeIntervalSince1970: TimeInterval($0)) },
+            relevanceScore: relevanceScore,
+            attributesType: attributesType,
+            attributes: try attributes.map(APNSJSONObject.init(value:)),
+            inputPushToken: event == .start && inputPushChannel == nil,
+            inputPushChannel: inputPushChannel)
     }
 }

@@ -62,6 +62,15 @@ public struct WorkerConfiguration: Sendable {
     public var throttleAfter: Int = 20
     /// The first hold; it doubles for every further storm, up to ``backoffCap``. Default 1 second.
     public var throttleHold: Duration = .seconds(1)
+    /// How long a broadcast channel whose storage policy keeps the newest message stays after
+    /// its end was accepted, so that devices offline at the end (or joining late) still get the
+    /// stored end; then it is deleted. A channel that stores nothing is deleted after
+    /// ``minimumPushInterval``. Default 10 minutes.
+    public var channelRetention: Duration = .seconds(600)
+    /// Channels one broadcast order may create: APNs forgetting a channel
+    /// (`ChannelNotRegistered`) makes the worker create a new one, at most this many in all.
+    /// Default 3.
+    public var maximumChannelsPerOrder: Int = 3
     /// Whose orders this worker claims, and (in an ``OrderFlowHost``) whose timers it fires.
     /// Default every merchant's.
     public var merchants: MerchantScope

@@ -448,6 +448,8 @@ extension Components {
             internal var updatedAt: Foundation.Date
             /// - Remark: Generated from `#/components/schemas/Order/state_entered_at`.
             internal var stateEnteredAt: Foundation.Date
+            /// - Remark: Generated from `#/components/schemas/Order/channel`.
+            internal var channel: Components.Schemas.BroadcastChannel?
             /// Creates a new `Order`.
             ///
             /// - Parameters:
@@ -462,6 +464,7 @@ extension Components {
             ///   - createdAt:
             ///   - updatedAt:
             ///   - stateEnteredAt:
+            ///   - channel:
             internal init(
                 id: Swift.String,
                 workflow: Swift.String,
@@ -473,7 +476,8 @@ extension Components {
                 content: Components.Schemas.JSONObject,
                 createdAt: Foundation.Date,
                 updatedAt: Foundation.Date,
-                stateEnteredAt: Foundation.Date
+                stateEnteredAt: Foundation.Date,
+                channel: Components.Schemas.BroadcastChannel? = nil
             ) {
                 self.id = id
                 self.workflow = workflow
@@ -486,6 +490,7 @@ extension Components {
                 self.createdAt = createdAt
                 self.updatedAt = updatedAt
                 self.stateEnteredAt = stateEnteredAt
+                self.channel = channel
             }
             internal enum CodingKeys: String, CodingKey {
                 case id
@@ -499,6 +504,69 @@ extension Components {
                 case createdAt = "created_at"
                 case updatedAt = "updated_at"
                 case stateEnteredAt = "state_entered_at"
+                case channel
+            }
+        }
+        /// The APNs broadcast channel of an order whose workflow has `audience: broadcast` (iOS 18), absent for per-device orders. The app subscribes with `pushType: .channel(id)`; followers with a push-to-start token join by a push-to-start carrying the id.
+        ///
+        /// - Remark: Generated from `#/components/schemas/BroadcastChannel`.
+        internal struct BroadcastChannel: Codable, Hashable, Sendable {
+            /// APNs' channel id (base64); absent while `pending`.
+            ///
+            /// - Remark: Generated from `#/components/schemas/BroadcastChannel/id`.
+            internal var id: Swift.String?
+            /// pending: the worker has not created it yet; open: updates are broadcast; ended: the end was sent, it is deleted after its retention; deleted; failed: see `reason`.
+            ///
+            /// - Remark: Generated from `#/components/schemas/BroadcastChannel/state`.
+            internal enum StatePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case pending = "pending"
+                case open = "open"
+                case ended = "ended"
+                case deleted = "deleted"
+                case failed = "failed"
+            }
+            /// pending: the worker has not created it yet; open: updates are broadcast; ended: the end was sent, it is deleted after its retention; deleted; failed: see `reason`.
+            ///
+            /// - Remark: Generated from `#/components/schemas/BroadcastChannel/state`.
+            internal var state: Components.Schemas.BroadcastChannel.StatePayload
+            /// What APNs keeps for devices that join late: the newest update (latest) or nothing.
+            ///
+            /// - Remark: Generated from `#/components/schemas/BroadcastChannel/storage`.
+            internal enum StoragePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case latest = "latest"
+                case none = "none"
+            }
+            /// What APNs keeps for devices that join late: the newest update (latest) or nothing.
+            ///
+            /// - Remark: Generated from `#/components/schemas/BroadcastChannel/storage`.
+            internal var storage: Components.Schemas.BroadcastChannel.StoragePayload
+            /// The channel's last failure or change
+            ///
+            /// - Remark: Generated from `#/components/schemas/BroadcastChannel/reason`.
+            internal var reason: Swift.String?
+            /// Creates a new `BroadcastChannel`.
+            ///
+            /// - Parameters:
+            ///   - id: APNs' channel id (base64); absent while `pending`.
+            ///   - state: pending: the worker has not created it yet; open: updates are broadcast; ended: the end was sent, it is deleted after its retention; deleted; failed: see `reason`.
+            ///   - storage: What APNs keeps for devices that join late: the newest update (latest) or nothing.
+            ///   - reason: The channel's last failure or change
+            internal init(
+                id: Swift.String? = nil,
+                state: Components.Schemas.BroadcastChannel.StatePayload,
+                storage: Components.Schemas.BroadcastChannel.StoragePayload,
+                reason: Swift.String? = nil
+            ) {
+                self.id = id
+                self.state = state
+                self.storage = storage
+                self.reason = reason
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case id
+                case state
+                case storage
+                case reason
             }
         }
         /// - Remark: Generated from `#/components/schemas/CreatedOrder`.
