@@ -92,10 +92,10 @@ struct DeliveryBenchmark: AsyncParsableCommand {
             APNSRequest(deviceToken: $0, pushType: .liveActivity, topic: BenchAPNS.bundleID, priority: .immediate, payload: payload)
         }
         do {
-            _ = try await send(client: client, requests: requests, count: 1000)  // connect, warm up
+            _ = await client.sendForBenchmark(requests, count: 1000, concurrency: concurrency)  // connect, warm up
             let clock = ContinuousClock()
             let start = clock.now
-            let failures = try await send(client: client, requests: requests, count: pushes)
+            let failures = await client.sendForBenchmark(requests, count: pushes, concurrency: concurrency)
             let elapsed = (clock.now - start).asSeconds
             try await client.shutdown()
             if failures > 0 { print("  ours: \(failures) sends failed") }
@@ -104,28 +104,6 @@ struct DeliveryBenchmark: AsyncParsableCommand {
             try? await client.shutdown()
             throw error
         }
-    }
-
-    /// Sends `count` requests with `concurrency` tasks; returns how many failed.
-    private func send(client: APNSClient, requests: [APNSRequest], count: Int) async throws -> Int {
-        let next = Counter()
-        let failed = Counter()
-        await withDiscardingTaskGroup { group in
-            for _ in 0..<concurrency {
-                group.addTask {
-                    while true {
-                        let index = next.value.add(1, ordering: .relaxed).oldValue
-                        guard index < count else { return }
-                        do {
-                            _ = try await client.send(requests[index % requests.count])
-                        } catch {
-                            failed.value.add(1, ordering: .relaxed)
-                        }
-                    }
-                }
-            }
-        }
-        return failed.value.load(ordering: .relaxed)
     }
 
     // MARK: aioapns
