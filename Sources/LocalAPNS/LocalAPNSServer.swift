@@ -128,6 +128,11 @@ public final class LocalAPNSServer: Sendable {
                 HTTP2Setting(parameter: .maxConcurrentStreams, value: self.configuration.maxConcurrentStreams),
                 HTTP2Setting(parameter: .maxHeaderListSize, value: 16 * 1024),
             ]
+            // A connection-level receive window far above the 64 KiB default, renewed as data
+            // arrives: with hundreds of small requests in flight, a client that does not wait for
+            // WINDOW_UPDATE (aioapns raises FlowControlError and gives up after 5 tries) would
+            // otherwise stall on the stand-in rather than on its own speed.
+            connection.targetWindowSize = 16 * 1024 * 1024
             return connection
         }()
         let streamConfiguration = NIOHTTP2Handler.StreamConfiguration()
