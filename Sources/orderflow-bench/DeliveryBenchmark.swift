@@ -30,6 +30,7 @@ struct DeliveryBenchmark: AsyncParsableCommand {
 
     @Option(help: "Pushes each sender sends (after a warm-up of 1000).") var pushes = 20_000
     @Option(help: "Requests in flight at once, for both senders.") var concurrency = 200
+    @Option(help: "HTTP/2 connections our client opens (APNSClientConfiguration.connections).") var connections = 2
     @Option(help: "Orders queued for the worker drain measurement (0 to skip it).") var workerOrders = 10_000
     @Option(help: "The Python interpreter with aioapns installed.") var python = "python3"
     @Option(help: "PostgreSQL server URL (default: ORDERFLOW_DATABASE_URL, else a private cluster in .orderflow/).")
@@ -58,7 +59,7 @@ struct DeliveryBenchmark: AsyncParsableCommand {
     private func compareSenders(apns: BenchAPNS, payload: Data, logger: Logger) async throws {
         let tokens = (0..<1000).map { _ in BenchAPNS.randomToken(160) }
         print("")
-        print("senders: \(pushes) pushes each, \(concurrency) in flight, payload \(payload.count) bytes (a Live Activity update), to \(apns.server.baseURL)")
+        print("senders: \(pushes) pushes each, \(concurrency) in flight (ours over \(connections) connection(s)), payload \(payload.count) bytes (a Live Activity update), to \(apns.server.baseURL)")
 
         let ours1 = try await measureOurs(apns: apns, payload: payload, tokens: tokens, logger: logger)
         print(String(format: "ours (APNSClient)      %8.0f pushes/s", ours1))
@@ -87,7 +88,12 @@ struct DeliveryBenchmark: AsyncParsableCommand {
     // MARK: Our client
 
     private func measureOurs(apns: BenchAPNS, payload: Data, tokens: [String], logger: Logger) async throws -> Double {
-        let client = try apns.makeClient(logger: logger, maximumConcurrentRequests: concurrency)
+        var configuration = APNSClientConfiguration(
+            environment: .custom(baseURL: apns.server.baseURL, trustRootsPEM: apns.server.trustRootPEM),
+            credentials: .init(key: .pem(apns.keyPEM), keyID: BenchAPNS.keyID, teamID: BenchAPNS.teamID),
+            maximumConcurrentRequests: concurrency)
+        configuration.connections = connections
+        let client = try APNSClient(configuration: configuration, logger: logger)
         let requests = tokens.map {
             APNSRequest(deviceToken: $0, pushType: .liveActivity, topic: BenchAPNS.bundleID, priority: .immediate, payload: payload)
         }
