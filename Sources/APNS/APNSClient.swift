@@ -4,11 +4,14 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOSSL
+import Synchronization
 
 /// Sends notifications to APNs over HTTP/2 with token authentication.
 ///
-/// One client holds one `HTTPClient`, whose connections stay open and are reused; AsyncHTTPClient
-/// negotiates HTTP/2 by ALPN and keeps to the stream limit the server announces. The client knows
+/// One client holds one `HTTPClient` per configured connection
+/// (``APNSClientConfiguration/connections``), each on its own event loop where the group has
+/// several; their connections stay open and are reused, and sends go to them in turn.
+/// AsyncHTTPClient negotiates HTTP/2 by ALPN and keeps to the stream limit the server announces. The client knows
 /// nothing of orders or workflows: it sends an ``APNSRequest`` and reports what APNs answered,
 /// classified by ``APNSFailureAction``.
 ///
@@ -16,7 +19,11 @@ import NIOSSL
 public final class APNSClient: Sendable {
     public let configuration: APNSClientConfiguration
     // Internal rather than private: the broadcast and channel requests (APNSClient+Broadcast.swift) use them too.
-    let httpClient: HTTPClient
+    let httpClients: [HTTPClient]
+    /// The first connection's client: the broadcast and channel requests, which are few, go there.
+    var httpClient: HTTPClient { self.httpClients[0] }
+    /// How many sends were handed out, to spread them over ``httpClients`` in turn.
+    private let sendCount = Atomic<Int>(0)
     let providerTokens: any APNSProviderTokenSource
     let inFlight: AsyncSemaphore
     private let devicePathPrefix: String
@@ -64,16 +71,30 @@ public final class APNSClient: Sendable {
         self.inFlight = AsyncSemaphore(permits: configuration.maximumConcurrentRequests)
         self.devicePathPrefix = baseURL + "/3/device/"
         self.logger = logger
-        self.httpClient = HTTPClient(
-            eventLoopGroup: eventLoopGroup,
-            configuration: httpConfiguration,
-            backgroundActivityLogger: logger
-        )
+        // One HTTPClient per connection, each pinned to one loop of the group (an EventLoop is a
+        // group of one): a single client would keep every stream of the endpoint on one connection
+        // and one thread.
+        let loops = Array(eventLoopGroup.makeIterator())
+        self.httpClients = (0..<configuration.connections).map { index in
+            HTTPClient(
+                eventLoopGroup: loops.isEmpty ? eventLoopGroup : loops[index % loops.count],
+                configuration: httpConfiguration,
+                backgroundActivityLogger: logger
+            )
+        }
     }
 
     /// Closes the connections. Sends after this fail with a transport error.
     public func shutdown() async throws {
-        try await self.httpClient.shutdown()
+        var firstError: (any Error)?
+        for client in self.httpClients {
+            do {
+                try await client.shutdown()
+            } catch {
+                firstError = firstError ?? error
+            }
+        }
+        if let firstError { throw firstError }
     }
 
     /// Sends one notification and returns once APNs has answered.
@@ -88,10 +109,19 @@ public final class APNSClient: Sendable {
         try request.validate()
         let redactedToken = APNSTokenRedaction.redacted(request.deviceToken)
         let apnsID = request.apnsID ?? UUID()
-        var logger = self.logger
-        logger[metadataKey: "apns.token"] = "\(redactedToken)"
-        logger[metadataKey: "apns.id"] = "\(apnsID.uuidString.lowercased())"
-        logger[metadataKey: "apns.push_type"] = "\(request.pushType.rawValue)"
+        let apnsIDText = APNSClient.lowercasedText(apnsID)
+        // The per-send metadata costs string building on every send; AsyncHTTPClient logs with it
+        // only at debug and trace level, so below that the plain logger is passed and the
+        // metadata is added where this method itself logs (every failure path).
+        func decorated(_ base: Logger) -> Logger {
+            var logger = base
+            logger[metadataKey: "apns.token"] = "\(redactedToken)"
+            logger[metadataKey: "apns.id"] = "\(apnsIDText)"
+            logger[metadataKey: "apns.push_type"] = "\(request.pushType.rawValue)"
+            return logger
+        }
+        let verbose = self.logger.logLevel <= .debug
+        let logger = verbose ? decorated(self.logger) : self.logger
 
         try await self.inFlight.acquire()
         defer { self.inFlight.release() }
@@ -104,7 +134,7 @@ public final class APNSClient: Sendable {
         httpRequest.headers.add(name: "apns-push-type", value: request.pushType.rawValue)
         httpRequest.headers.add(name: "apns-topic", value: request.headerTopic)
         httpRequest.headers.add(name: "apns-priority", value: String(request.priority.rawValue))
-        httpRequest.headers.add(name: "apns-id", value: apnsID.uuidString.lowercased())
+        httpRequest.headers.add(name: "apns-id", value: apnsIDText)
         if let expiration = request.expiration {
             httpRequest.headers.add(name: "apns-expiration", value: String(expiration))
         }
@@ -117,7 +147,9 @@ public final class APNSClient: Sendable {
         let response: HTTPClientResponse
         let body: ByteBuffer
         do {
-            response = try await self.httpClient.execute(
+            let turn = self.sendCount.wrappingAdd(1, ordering: .relaxed).oldValue
+            let httpClient = self.httpClients[Int(UInt(bitPattern: turn) % UInt(self.httpClients.count))]
+            response = try await httpClient.execute(
                 httpRequest,
                 deadline: .now() + TimeAmount(self.configuration.timeouts.request),
                 logger: logger
@@ -132,8 +164,11 @@ public final class APNSClient: Sendable {
             throw APNSTransportError(underlying: error, redactedDeviceToken: redactedToken)
         }
 
-        let answeredID = response.headers.first(name: "apns-id").flatMap(UUID.init(uuidString:))
+        // APNs echoes the apns-id it was sent: compare the text before parsing a UUID.
+        let answeredText = response.headers.first(name: "apns-id")
+        let answeredID = answeredText == apnsIDText ? apnsID : answeredText.flatMap(UUID.init(uuidString:))
         guard response.status == .ok else {
+            let logger = verbose ? logger : decorated(logger)
             let failure = self.failure(
                 for: response,
                 body: body,
@@ -159,6 +194,27 @@ public final class APNSClient: Sendable {
         }
         logger.trace("APNs accepted the notification")
         return APNSSendResult(apnsID: answeredID ?? apnsID, status: Int(response.status.code))
+    }
+
+    /// `uuid` as 36 lower-case characters (what APNs sends back), without Foundation's
+    /// `uuidString` (formatted with sprintf) and a second pass to lower-case it.
+    static func lowercasedText(_ uuid: UUID) -> String {
+        let digits: StaticString = "0123456789abcdef"
+        return withUnsafeBytes(of: uuid.uuid) { bytes in
+            String(unsafeUninitializedCapacity: 36) { buffer in
+                var index = 0
+                for (position, byte) in bytes.enumerated() {
+                    if position == 4 || position == 6 || position == 8 || position == 10 {
+                        buffer[index] = UInt8(ascii: "-")
+                        index += 1
+                    }
+                    buffer[index] = digits.utf8Start[Int(byte >> 4)]
+                    buffer[index + 1] = digits.utf8Start[Int(byte & 0x0f)]
+                    index += 2
+                }
+                return index
+            }
+        }
     }
 
     func failure(

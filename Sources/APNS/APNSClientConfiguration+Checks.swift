@@ -19,6 +19,9 @@ extension APNSClientConfiguration {
                 message: "maximumConcurrentRequests is \(maximumConcurrentRequests); it must be at least 1."
             )
         }
+        guard connections > 0 else {
+            throw APNSConfigurationError(message: "connections is \(connections); it must be at least 1.")
+        }
         let baseURL = environment.baseURL
         guard let url = URL(string: baseURL), url.scheme == "https", url.host != nil else {
             throw APNSConfigurationError(

@@ -105,6 +105,11 @@ public struct APNSClientConfiguration: Sendable {
     /// The most requests in flight at once; more wait their turn. HTTP/2 stream limits announced
     /// by the server (SETTINGS_MAX_CONCURRENT_STREAMS) apply as well. Default 1000.
     public var maximumConcurrentRequests: Int
+    /// HTTP/2 connections kept to the endpoint; requests are spread over them in turn. Each
+    /// connection's frames, HPACK and TLS run on one event loop (one thread), so on a group of
+    /// several loops the connections are put on different loops. APNs allows several connections
+    /// per provider. Default 2.
+    public var connections: Int = 2
     /// How long one provider token is reused. Default 50 minutes; kept between 20 and 55.
     public var providerTokenRefreshInterval: Duration
     /// Where broadcasts go (`POST /4/broadcasts/apps/<bundle id>`), without a trailing slash;

@@ -48,7 +48,7 @@ final class LocalAPNSCore: Sendable {
         }
         let deviceToken = path.hasPrefix(Self.devicePathPrefix) ? String(path.dropFirst(Self.devicePathPrefix.count)) : ""
 
-        var apnsID = UUID().uuidString.lowercased()
+        var apnsID = ""
         func reject(_ status: Int, _ reason: String, _ detail: String? = nil) -> LocalAPNSReply {
             self.recordRejection(
                 LocalAPNSRejection(
@@ -71,10 +71,14 @@ final class LocalAPNSCore: Sendable {
         }
 
         if let requestedID = headerValues["apns-id"] {
-            guard UUID(uuidString: requestedID) != nil else {
+            guard Self.isUUIDText(requestedID) else {
+                apnsID = UUID().uuidString.lowercased()
                 return reject(400, "BadMessageId", "apns-id must be a UUID")
             }
-            apnsID = requestedID.lowercased()
+            apnsID = requestedID.utf8.contains(where: { (UInt8(ascii: "A")...UInt8(ascii: "F")).contains($0) })
+                ? requestedID.lowercased() : requestedID
+        } else {
+            apnsID = UUID().uuidString.lowercased()
         }
         guard method == .POST else {
             return reject(405, "MethodNotAllowed", "only POST is supported")
@@ -206,6 +210,19 @@ final class LocalAPNSCore: Sendable {
             self.recordAccepted(nil)
         }
         return LocalAPNSReply(status: 200, apnsID: apnsID, body: nil, delay: delay)
+    }
+
+    /// Whether `text` is a UUID in its 8-4-4-4-12 hexadecimal form (what `UUID(uuidString:)`
+    /// accepts, checked without its sscanf).
+    static func isUUIDText(_ text: String) -> Bool {
+        var count = 0
+        for byte in text.utf8 {
+            let isDashPosition = count == 8 || count == 13 || count == 18 || count == 23
+            guard isDashPosition ? byte == UInt8(ascii: "-") : Self.isHexDigit(byte) else { return false }
+            count += 1
+            if count > 36 { return false }
+        }
+        return count == 36
     }
 
     private static func isHexDigit(_ byte: UInt8) -> Bool {

@@ -128,6 +128,11 @@ public final class LocalAPNSServer: Sendable {
                 HTTP2Setting(parameter: .maxConcurrentStreams, value: self.configuration.maxConcurrentStreams),
                 HTTP2Setting(parameter: .maxHeaderListSize, value: 16 * 1024),
             ]
+            // A connection-level receive window far above the 64 KiB default, renewed as data
+            // arrives: with hundreds of small requests in flight, a client that does not wait for
+            // WINDOW_UPDATE (aioapns raises FlowControlError and gives up after 5 tries) would
+            // otherwise stall on the stand-in rather than on its own speed.
+            connection.targetWindowSize = 16 * 1024 * 1024
             return connection
         }()
         let streamConfiguration = NIOHTTP2Handler.StreamConfiguration()
@@ -140,15 +145,15 @@ public final class LocalAPNSServer: Sendable {
                 self?.track(channel)
                 return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
-                    _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
+                    // Streams are served at the frame level by one handler per connection, not
+                    // by a child channel per stream: the stand-in costs both senders less.
+                    try channel.pipeline.syncOperations.addHandler(NIOHTTP2Handler(
                         mode: .server,
                         connectionConfiguration: connectionConfiguration,
                         streamConfiguration: streamConfiguration
-                    ) { stream in
-                        stream.eventLoop.makeCompletedFuture {
-                            try stream.pipeline.syncOperations.addHandler(LocalAPNSStreamHandler(core: core))
-                        }
-                    }
+                    ))
+                    try channel.pipeline.syncOperations.addHandler(LocalAPNSStreamsHandler(
+                        core: core, connectionWindowSize: connectionConfiguration.targetWindowSize))
                     try channel.pipeline.syncOperations.addHandler(LocalAPNSConnectionErrorHandler())
                 }
             }
@@ -272,56 +277,97 @@ public final class LocalAPNSServer: Sendable {
     }
 }
 
-/// Serves one HTTP/2 stream: collects the request, asks the core for the answer, writes it
-/// (after the configured delay).
+/// Serves the HTTP/2 streams of one connection: collects each request's HEADERS and DATA frames,
+/// asks the core for the answer, writes it (after the configured delay). The answers written
+/// while reading one batch of frames are flushed together when that batch has been read.
 ///
 /// It speaks HTTP/2 frames directly rather than through NIO's HTTP/1 translation, so that the
 /// answers look like APNs' own: a 200 is one HEADERS frame that ends the stream (no empty DATA
-/// frame after it), and a request may carry a `host` header beside `:authority`.
-final class LocalAPNSStreamHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame.FramePayload
-    typealias OutboundOut = HTTP2Frame.FramePayload
+/// frame after it), and a request may carry a `host` header beside `:authority`. Without a
+/// stream multiplexer it also keeps the receive windows open itself (WINDOW_UPDATE when half
+/// is spent), for the connection and for a stream whose body is large.
+final class LocalAPNSStreamsHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame
+    typealias OutboundOut = HTTP2Frame
 
     /// Larger bodies are only counted: anything over 4096 bytes is refused anyway.
     private static let bodyKeepLimit = 8192
+    /// The per-stream receive window (HTTP/2's default, which the stand-in announces).
+    private static let streamWindowSize = 65_535
+
+    private struct Request {
+        var headers: HPACKHeaders?
+        var body: ByteBuffer?
+        var bodySize = 0
+    }
 
     private let core: LocalAPNSCore
-    private var requestHeaders: HPACKHeaders?
-    private var body: ByteBuffer?
-    private var bodySize = 0
-    private var answered = false
+    private let connectionWindowSize: Int
+    private var requests: [HTTP2StreamID: Request] = [:]
+    private var needsFlush = false
 
-    init(core: LocalAPNSCore) {
+    init(core: LocalAPNSCore, connectionWindowSize: Int) {
         self.core = core
+        self.connectionWindowSize = connectionWindowSize
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch self.unwrapInboundIn(data) {
+        let frame = self.unwrapInboundIn(data)
+        let streamID = frame.streamID
+        switch frame.payload {
         case .headers(let headers):
             // The first block is the request; a later one would be trailers, which APNs ignores.
-            if self.requestHeaders == nil { self.requestHeaders = headers.headers }
-            if headers.endStream { self.answer(context: context) }
+            var request = self.requests[streamID] ?? Request()
+            if request.headers == nil { request.headers = headers.headers }
+            self.requests[streamID] = request
+            if headers.endStream { self.answer(streamID, context: context) }
         case .data(let data):
+            guard var request = self.requests[streamID] else { return }
             if case .byteBuffer(var part) = data.data {
-                self.bodySize += part.readableBytes
-                if self.bodySize <= Self.bodyKeepLimit {
-                    if self.body == nil {
-                        self.body = part
+                request.bodySize += part.readableBytes
+                if request.bodySize <= Self.bodyKeepLimit {
+                    if request.body == nil {
+                        request.body = part
                     } else {
-                        self.body!.writeBuffer(&part)
+                        request.body!.writeBuffer(&part)
                     }
                 }
             }
-            if data.endStream { self.answer(context: context) }
+            self.requests[streamID] = request
+            if data.endStream { self.answer(streamID, context: context) }
+        case .rstStream:
+            self.requests[streamID] = nil
         default:
             break
         }
     }
 
-    private func answer(context: ChannelHandlerContext) {
-        guard !self.answered else { return }
-        self.answered = true
-        guard let requestHeaders = self.requestHeaders else {
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if self.needsFlush {
+            self.needsFlush = false
+            context.flush()
+        }
+        context.fireChannelReadComplete()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? NIOHTTP2WindowUpdatedEvent, let window = event.inboundWindowSize {
+            let target = event.streamID == .rootStream ? self.connectionWindowSize : Self.streamWindowSize
+            // Streams that already answered need no more window; they are about to close.
+            if window <= target / 2, event.streamID == .rootStream || self.requests[event.streamID] != nil {
+                let update = HTTP2Frame(streamID: event.streamID, payload: .windowUpdate(windowSizeIncrement: target - window))
+                context.write(self.wrapOutboundOut(update), promise: nil)
+                self.needsFlush = true
+            }
+        } else if let event = event as? StreamClosedEvent {
+            self.requests[event.streamID] = nil
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    private func answer(_ streamID: HTTP2StreamID, context: ChannelHandlerContext) {
+        guard let request = self.requests.removeValue(forKey: streamID) else { return }
+        guard let requestHeaders = request.headers else {
             context.close(promise: nil)
             return
         }
@@ -333,36 +379,44 @@ final class LocalAPNSStreamHandler: ChannelInboundHandler {
             method: HTTPMethod(rawValue: requestHeaders.first(name: ":method") ?? "GET"),
             uri: requestHeaders.first(name: ":path") ?? "/",
             headers: headers,
-            body: self.body,
-            bodySize: self.bodySize
+            body: request.body,
+            bodySize: request.bodySize
         )
         if let delay = reply.delay, delay > .zero {
             context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(delay)) {
-                self.write(reply, context: context)
+                self.write(reply, streamID: streamID, context: context)
+                context.flush()
             }
         } else {
-            self.write(reply, context: context)
+            self.write(reply, streamID: streamID, context: context)
+            self.needsFlush = true
         }
     }
 
-    private func write(_ reply: LocalAPNSReply, context: ChannelHandlerContext) {
+    private func write(_ reply: LocalAPNSReply, streamID: HTTP2StreamID, context: ChannelHandlerContext) {
         var headers = HPACKHeaders()
         headers.add(name: ":status", value: String(reply.status))
         headers.add(name: "apns-id", value: reply.apnsID)
         for (name, value) in reply.headers { headers.add(name: name, value: value) }
         guard let body = reply.body else {
-            context.writeAndFlush(self.wrapOutboundOut(.headers(.init(headers: headers, endStream: true))), promise: nil)
+            context.write(self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: true)))), promise: nil)
             return
         }
         headers.add(name: "content-type", value: "application/json")
         headers.add(name: "content-length", value: String(body.count))
-        context.write(self.wrapOutboundOut(.headers(.init(headers: headers))), promise: nil)
+        context.write(self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))), promise: nil)
         let buffer = context.channel.allocator.buffer(bytes: body)
-        context.writeAndFlush(self.wrapOutboundOut(.data(.init(data: .byteBuffer(buffer), endStream: true))), promise: nil)
+        context.write(self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(buffer), endStream: true)))), promise: nil)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        context.close(promise: nil)
+        // A stream's error (NIO has reset that stream) ends only that request; anything else
+        // ends the connection, as before.
+        if let streamError = error as? NIOHTTP2Errors.StreamError {
+            self.requests[streamError.streamID] = nil
+            return
+        }
+        context.fireErrorCaught(error)
     }
 }
 

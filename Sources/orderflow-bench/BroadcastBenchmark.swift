@@ -68,9 +68,9 @@ struct BroadcastBenchmark: AsyncParsableCommand {
         let requests = tokens.map {
             APNSRequest(deviceToken: $0, pushType: .liveActivity, topic: BenchAPNS.bundleID, priority: .conservePower, payload: body)
         }
-        _ = try await send(client: client, requests: requests, count: min(1000, sample))  // connect, warm up
+        _ = await client.sendForBenchmark(requests, count: min(1000, sample), concurrency: concurrency)  // connect, warm up
         let deviceStart = clock.now
-        let failures = try await send(client: client, requests: requests, count: sample)
+        let failures = await client.sendForBenchmark(requests, count: sample, concurrency: concurrency)
         let deviceSeconds = (clock.now - deviceStart).asSeconds
         let rate = Double(sample - failures) / deviceSeconds
 
@@ -83,27 +83,5 @@ struct BroadcastBenchmark: AsyncParsableCommand {
         print(String(format: "            %.1f s per update for %d followers at that rate", Double(followers) / rate, followers))
         print(String(format: "            %.1f MB of payload per update (broadcast: %d bytes)",
                      Double(followers * body.count) / 1_000_000, body.count))
-    }
-
-    /// Sends `count` requests with `concurrency` tasks; returns how many failed.
-    private func send(client: APNSClient, requests: [APNSRequest], count: Int) async throws -> Int {
-        let next = Counter()
-        let failed = Counter()
-        await withDiscardingTaskGroup { group in
-            for _ in 0..<concurrency {
-                group.addTask {
-                    while true {
-                        let index = next.value.add(1, ordering: .relaxed).oldValue
-                        guard index < count else { return }
-                        do {
-                            _ = try await client.send(requests[index % requests.count])
-                        } catch {
-                            failed.value.add(1, ordering: .relaxed)
-                        }
-                    }
-                }
-            }
-        }
-        return failed.value.load(ordering: .relaxed)
     }
 }

@@ -30,6 +30,7 @@ struct DeliveryBenchmark: AsyncParsableCommand {
 
     @Option(help: "Pushes each sender sends (after a warm-up of 1000).") var pushes = 20_000
     @Option(help: "Requests in flight at once, for both senders.") var concurrency = 200
+    @Option(help: "HTTP/2 connections our client opens (APNSClientConfiguration.connections).") var connections = 2
     @Option(help: "Orders queued for the worker drain measurement (0 to skip it).") var workerOrders = 10_000
     @Option(help: "The Python interpreter with aioapns installed.") var python = "python3"
     @Option(help: "PostgreSQL server URL (default: ORDERFLOW_DATABASE_URL, else a private cluster in .orderflow/).")
@@ -58,7 +59,7 @@ struct DeliveryBenchmark: AsyncParsableCommand {
     private func compareSenders(apns: BenchAPNS, payload: Data, logger: Logger) async throws {
         let tokens = (0..<1000).map { _ in BenchAPNS.randomToken(160) }
         print("")
-        print("senders: \(pushes) pushes each, \(concurrency) in flight, payload \(payload.count) bytes (a Live Activity update), to \(apns.server.baseURL)")
+        print("senders: \(pushes) pushes each, \(concurrency) in flight (ours over \(connections) connection(s)), payload \(payload.count) bytes (a Live Activity update), to \(apns.server.baseURL)")
 
         let ours1 = try await measureOurs(apns: apns, payload: payload, tokens: tokens, logger: logger)
         print(String(format: "ours (APNSClient)      %8.0f pushes/s", ours1))
@@ -87,15 +88,20 @@ struct DeliveryBenchmark: AsyncParsableCommand {
     // MARK: Our client
 
     private func measureOurs(apns: BenchAPNS, payload: Data, tokens: [String], logger: Logger) async throws -> Double {
-        let client = try apns.makeClient(logger: logger, maximumConcurrentRequests: concurrency)
+        var configuration = APNSClientConfiguration(
+            environment: .custom(baseURL: apns.server.baseURL, trustRootsPEM: apns.server.trustRootPEM),
+            credentials: .init(key: .pem(apns.keyPEM), keyID: BenchAPNS.keyID, teamID: BenchAPNS.teamID),
+            maximumConcurrentRequests: concurrency)
+        configuration.connections = connections
+        let client = try APNSClient(configuration: configuration, logger: logger)
         let requests = tokens.map {
             APNSRequest(deviceToken: $0, pushType: .liveActivity, topic: BenchAPNS.bundleID, priority: .immediate, payload: payload)
         }
         do {
-            _ = try await send(client: client, requests: requests, count: 1000)  // connect, warm up
+            _ = await client.sendForBenchmark(requests, count: 1000, concurrency: concurrency)  // connect, warm up
             let clock = ContinuousClock()
             let start = clock.now
-            let failures = try await send(client: client, requests: requests, count: pushes)
+            let failures = await client.sendForBenchmark(requests, count: pushes, concurrency: concurrency)
             let elapsed = (clock.now - start).asSeconds
             try await client.shutdown()
             if failures > 0 { print("  ours: \(failures) sends failed") }
@@ -104,28 +110,6 @@ struct DeliveryBenchmark: AsyncParsableCommand {
             try? await client.shutdown()
             throw error
         }
-    }
-
-    /// Sends `count` requests with `concurrency` tasks; returns how many failed.
-    private func send(client: APNSClient, requests: [APNSRequest], count: Int) async throws -> Int {
-        let next = Counter()
-        let failed = Counter()
-        await withDiscardingTaskGroup { group in
-            for _ in 0..<concurrency {
-                group.addTask {
-                    while true {
-                        let index = next.value.add(1, ordering: .relaxed).oldValue
-                        guard index < count else { return }
-                        do {
-                            _ = try await client.send(requests[index % requests.count])
-                        } catch {
-                            failed.value.add(1, ordering: .relaxed)
-                        }
-                    }
-                }
-            }
-        }
-        return failed.value.load(ordering: .relaxed)
     }
 
     // MARK: aioapns
