@@ -77,6 +77,9 @@ public final class OrderFlowEngine: Sendable {
     private let merchantEngines = Mutex<[String: OrderFlowEngine]>([:])
     /// Each merchant's client-secret key once read, shared with the engines of ``forMerchant(_:)``.
     let clientKeys: SharedMutex<[String: Data]>
+    /// API keys the database vouched for lately, by prefix (see ``resolveAPIKey(_:)``), shared
+    /// with the engines of ``forMerchant(_:)``.
+    let apiKeys: SharedMutex<[String: VerifiedAPIKey]>
 
     /// The channel workers LISTEN on.
     public static let wakeChannel = "orderflow_wake"
@@ -118,6 +121,7 @@ public final class OrderFlowEngine: Sendable {
             pool: configuration.notifyWorkers ? pool : nil, channel: Self.wakeChannel,
             interval: configuration.notifyInterval)
         self.clientKeys = SharedMutex([:])
+        self.apiKeys = SharedMutex([:])
         self.ownsPool = true
     }
 
@@ -131,6 +135,7 @@ public final class OrderFlowEngine: Sendable {
         self.orderCache = OrderCache(capacity: configuration.cachedOrders)
         self.wakeSignal = engine.wakeSignal
         self.clientKeys = engine.clientKeys
+        self.apiKeys = engine.apiKeys
         self.ownsPool = false
     }
 

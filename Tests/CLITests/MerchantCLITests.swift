@@ -151,7 +151,16 @@ struct MerchantCLITests {
 
         let revoked = try await cli.run("api-key", "revoke", "--merchant", "acme", prefix)
         #expect(revoked.status == 0, "\(revoked)")
+        // Revoked by another process: refused once this engine's read of the key is a second old.
+        try await Task.sleep(for: OrderFlowEngine.apiKeyRecheck)
         #expect(try await engine.resolveAPIKey(secret) == nil, "a revoked key resolves")
+
+        // Revoked through the engine that resolves it: refused at once, though it was just read.
+        let second = try await cli.run("api-key", "create", "--merchant", "acme", "--name", "till")
+        let secondSecret = second.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(try await engine.resolveAPIKey(secondSecret) == "acme")
+        try await engine.revokeAPIKey(merchantID: "acme", prefix: String(secondSecret.dropFirst(8).prefix(10)))
+        #expect(try await engine.resolveAPIKey(secondSecret) == nil, "a key revoked in this process still resolves")
         let relisted = try await cli.run("api-key", "list", "--merchant", "acme")
         #expect(relisted.stdout.contains("revoked"), "\(relisted)")
         // Only its hash is stored.

@@ -147,6 +147,9 @@ extension OrderFlowEngine {
         try await translatingErrors {
             try Self.validateIdentifier(merchantID, what: "merchant id")
             let prefix = Self.apiKeyParts(prefix)?.prefix ?? prefix
+            // Forgotten before and after: a resolve racing the revocation cannot keep it alive.
+            apiKeys.withLock { $0[prefix] = nil }
+            defer { apiKeys.withLock { $0[prefix] = nil } }
             guard try await merchantStore.revokeAPIKey(merchantID: merchantID, prefix: prefix) else {
                 throw OrderFlowError(.notFound,
                     "merchant \(Self.shown(merchantID)) has no live API key \(Self.shown(prefix)); `orderflow api-key list --merchant \(Self.shown(merchantID))` shows its keys")
@@ -157,16 +160,39 @@ extension OrderFlowEngine {
     /// The merchant a presented API key belongs to; nil for a malformed, unknown or revoked key.
     /// The key's prefix finds one row; the secret's SHA-256 is compared with the stored one in
     /// constant time.
+    ///
+    /// A busy API presents the same key on every request: the row read is kept for
+    /// ``apiKeyRecheck`` (one second), and its last use is written at most once a minute, so
+    /// that a request costs no extra round trip to PostgreSQL. A key revoked through this engine
+    /// stops working at once; one revoked by another process, within that second.
     public func resolveAPIKey(_ presented: String) async throws -> String? {
         try await translatingErrors {
             guard let parts = Self.apiKeyParts(presented), parts.hasSecret else { return nil }
-            guard let stored = try await merchantStore.liveAPIKey(prefix: parts.prefix) else { return nil }
             let hash = Data(SHA256.hash(data: Data(presented.utf8)))
-            guard Self.constantTimeEqual(hash, stored.secretHash) else { return nil }
-            try await merchantStore.touchAPIKey(prefix: parts.prefix)
+            let now = ContinuousClock.now
+            let cached = apiKeys.withLock { $0[parts.prefix] }
+            if let cached, now - cached.checkedAt < Self.apiKeyRecheck {
+                return Self.constantTimeEqual(hash, cached.secretHash) ? cached.merchantID : nil
+            }
+            guard let stored = try await merchantStore.liveAPIKey(prefix: parts.prefix) else {
+                apiKeys.withLock { $0[parts.prefix] = nil }
+                return nil
+            }
+            let touchDue = cached?.touchedAt.map { now - $0 >= .seconds(60) } ?? true
+            let matches = Self.constantTimeEqual(hash, stored.secretHash)
+            apiKeys.withLock {
+                $0[parts.prefix] = VerifiedAPIKey(
+                    merchantID: stored.merchantID, secretHash: stored.secretHash, checkedAt: now,
+                    touchedAt: matches && touchDue ? now : cached?.touchedAt)
+            }
+            guard matches else { return nil }
+            if touchDue { try await merchantStore.touchAPIKey(prefix: parts.prefix) }
             return stored.merchantID
         }
     }
+
+    /// How long a key read from the database is trusted before it is read again.
+    public static let apiKeyRecheck: Duration = .seconds(1)
 
     /// `of_live_<prefix>_<secret>` split, or a bare prefix; nil for anything else.
     private static func apiKeyParts(_ text: String) -> (prefix: String, hasSecret: Bool)? {
@@ -188,4 +214,13 @@ extension OrderFlowEngine {
         for (x, y) in zip(a, b) { difference |= x ^ y }
         return difference == 0
     }
+}
+
+/// A live API key's row as last read: who it belongs to, the hash to compare with, when it was
+/// read, and when this process last wrote its use.
+struct VerifiedAPIKey: Sendable {
+    var merchantID: String
+    var secretHash: Data
+    var checkedAt: ContinuousClock.Instant
+    var touchedAt: ContinuousClock.Instant?
 }
