@@ -17,12 +17,10 @@ struct PayloadBounds {
     let workflow: Workflow
     /// Looked up per transition: a dictionary keeps a workflow of thousands of states linear.
     private let statesByName: [String: StateSpec]
-    private let markStaleStates: Set<String>
 
     init(workflow: Workflow) {
         self.workflow = workflow
         statesByName = Dictionary(workflow.states.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
-        markStaleStates = Set(workflow.timers.filter { $0.action == .markStale }.map(\.state))
     }
 
     struct Size {
@@ -50,7 +48,7 @@ struct PayloadBounds {
         let dismissal = workflow.isFinal(transition.to) ? (target?.dismissal ?? .systemDefault) : nil
         let total = LiveActivityPayload.maximumSize(
             event: transition.endsActivity ? .end : .update, contentState: content, alert: alert > 0 ? alert : nil,
-            staleDate: target?.staleAfter != nil || markStaleStates.contains(transition.to),
+            staleDate: workflow.staleAfter(in: transition.to) != nil,
             dismissalDate: transition.endsActivity && dismissal != .systemDefault,
             relevanceScore: transition.relevanceScore, attributesType: nil, attributes: nil, inputPushToken: false)
         return Size(total: total, contentState: content, alert: alert, largestField: largest)
@@ -73,7 +71,7 @@ struct PayloadBounds {
         let attributes = Self.object(workflow.attributesSchema.map { ($0.name, Self.jsonBound($0.type)) })
         let initial = workflow.state(named: workflow.initialState)
         let total = LiveActivityPayload.maximumSize(
-            event: .start, contentState: content, alert: alert > 0 ? alert : nil, staleDate: initial?.staleAfter != nil,
+            event: .start, contentState: content, alert: alert > 0 ? alert : nil, staleDate: workflow.staleAfter(in: workflow.initialState) != nil,
             dismissalDate: false, relevanceScore: initial?.relevanceScore, attributesType: workflow.attributesType,
             attributes: attributes, inputPushToken: true)
         return Size(total: total, contentState: content, alert: alert, largestField: largest)

@@ -428,7 +428,7 @@ extension Workflow {
             state: transition.to,
             contentState: try renderer.content(transition.content),
             alert: try transition.alert.map { try renderer.alert($0) },
-            staleDate: target.staleAfter.map { time.addingTimeInterval($0.timeInterval) },
+            staleDate: staleAfter(in: transition.to).map { time.addingTimeInterval($0.timeInterval) },
             relevanceScore: transition.relevanceScore,
             priority: transition.priority,
             dismissal: transition.endsActivity ? dismissal(in: transition.to) : nil,
@@ -458,7 +458,7 @@ extension Workflow {
         }
         let update = RenderedActivityUpdate(
             event: state.isFinal ? .end : .update, state: stateName, contentState: contentState, alert: nil,
-            staleDate: state.staleAfter.map { time.addingTimeInterval($0.timeInterval) },
+            staleDate: staleAfter(in: stateName).map { time.addingTimeInterval($0.timeInterval) },
             relevanceScore: state.relevanceScore, priority: state.priority ?? (state.isFinal ? 10 : 5),
             dismissal: state.isFinal ? dismissal(in: stateName) : nil, timestamp: time)
         try Renderer.checkSize(update.apnsPayload(), context: context)
@@ -495,7 +495,7 @@ extension Workflow {
         let alert = try lifecycle.startAlert.map { try renderer.alert($0) }
         let update = RenderedActivityUpdate(
             event: .start, state: stateName, contentState: contentState, alert: alert,
-            staleDate: state.staleAfter.map { time.addingTimeInterval($0.timeInterval) },
+            staleDate: staleAfter(in: stateName).map { time.addingTimeInterval($0.timeInterval) },
             relevanceScore: state.relevanceScore, priority: 10, dismissal: nil, timestamp: time)
         let start = RenderedActivityStart(attributesType: attributesType,
                                           attributes: renderer.appShape(normalizedAttributes, schema: attributesSchema),

@@ -189,7 +189,9 @@ public struct TimerSpec: Sendable, Hashable, CustomStringConvertible {
     public enum Action: Sendable, Hashable {
         /// Take the transition `state -> to`.
         case transition(to: String)
-        /// Send an update whose `stale-date` is now, so the activity shows as stale.
+        /// Show the activity as stale from then on: every update into the state carries that
+        /// moment as its `stale-date` (see ``Workflow/staleAfter(in:)``), so the phone itself
+        /// marks the content outdated, whether or not a push can be sent then.
         case markStale
     }
 
@@ -306,6 +308,17 @@ extension Workflow {
 
     public func state(named name: String) -> StateSpec? {
         states.first { $0.name == name }
+    }
+
+    /// How long after entering `state` its content goes stale: the state's `stale-after`, or a
+    /// `mark-stale` timer of the state, whichever comes first; nil when neither is declared.
+    public func staleAfter(in stateName: String) -> WorkflowDuration? {
+        let declared = state(named: stateName)?.staleAfter
+        let timed = timers.filter { $0.state == stateName && $0.action == .markStale }.map(\.after).min { $0.seconds < $1.seconds }
+        switch (declared, timed) {
+        case let (declared?, timed?): return declared.seconds <= timed.seconds ? declared : timed
+        case let (declared, timed): return declared ?? timed
+        }
     }
 
     public func isFinal(_ state: String) -> Bool {

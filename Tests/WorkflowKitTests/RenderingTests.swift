@@ -143,6 +143,17 @@ struct RenderingTests {
         #expect(aps?["alert"]?["sound"] == "default")
     }
 
+    @Test("a mark-stale timer is the stale date of every update into its state; with stale-after too, the earlier wins")
+    func markStaleTimerSetsTheStaleDate() throws {
+        #expect(food.staleAfter(in: "out_for_delivery")?.seconds == 10 * 60, "the timer (10m) is earlier than stale-after (30m)")
+        let ride = try loadShipped("ride")
+        #expect(ride.staleAfter(in: "on_trip")?.seconds == 15 * 60, "stale-after (15m) is earlier than the timer (20m)")
+        #expect(food.staleAfter(in: "ready") == nil)
+        let late = try food.render(state: "out_for_delivery", attributes: foodAttributes, input: ["eta": "2025-05-01T12:30:00Z"],
+                                   at: transitionTime)
+        #expect(late.staleDate == transitionTime.addingTimeInterval(10 * 60), "a late token's update is stale on the same terms")
+    }
+
     @Test func dispatchWithDriver() throws {
         let transition = try food.resolveTransition(from: "ready", target: "dispatch")
         let update = try food.render(transition: transition, attributes: foodAttributes,
@@ -152,13 +163,14 @@ struct RenderingTests {
             "eta": appSeconds(transitionTime.addingTimeInterval(30 * 60)), "driverName": "Sam",
         ])
         #expect(update.alert?.body == .plain("Sam is bringing your order."))
-        #expect(update.staleDate == transitionTime.addingTimeInterval(30 * 60))
+        // `stale-after: 30m`, but the state's `mark-stale` timer says 10 minutes: the earlier wins.
+        #expect(update.staleDate == transitionTime.addingTimeInterval(10 * 60))
         #expect(update.relevanceScore == 100)
         #expect(update.priority == 10)
         #expect(update.event == .update)
         #expect(update.dismissal == nil)
         let aps = update.apnsPayload().json["aps"]
-        #expect(aps?["stale-date"] == .int(1_746_100_800 + 1800))
+        #expect(aps?["stale-date"] == .int(1_746_100_800 + 600))
         #expect(aps?["relevance-score"] == 100.0)
         #expect(aps?["dismissal-date"] == nil)
     }
