@@ -302,13 +302,45 @@ struct OrderFlowAPI: APIProtocol {
         }
     }
 
+    // The generated free-form object holds `(any Sendable)?` values; the engine speaks
+    // `JSONValue`. Converted member by member: through JSON text (an encoder and a decoder per
+    // object) the conversions were a quarter of the server's time on an advance.
+
     static func value(_ object: Components.Schemas.JSONObject?) throws -> JSONValue {
         guard let object else { return [:] }
-        return try JSONValue(data: JSONEncoder().encode(object))
+        return try .object(object.additionalProperties.value.mapValues(value(of:)))
     }
 
     static func object(_ value: JSONValue) throws -> Components.Schemas.JSONObject {
-        try JSONDecoder().decode(Components.Schemas.JSONObject.self, from: Data(value.serialized))
+        guard case .object(let members) = value else {
+            throw OrderFlowError(.invalidInput, "expected a JSON object here")
+        }
+        return .init(additionalProperties: try OpenAPIObjectContainer(unvalidatedValue: members.mapValues(untyped)))
+    }
+
+    private static func value(of untyped: (any Sendable)?) throws -> JSONValue {
+        switch untyped {
+        case nil: return .null
+        case let bool as Bool: return .bool(bool)
+        case let int as Int: return .int(int)
+        case let double as Double: return .double(double)
+        case let string as String: return .string(string)
+        case let array as [(any Sendable)?]: return .array(try array.map(value(of:)))
+        case let object as [String: (any Sendable)?]: return .object(try object.mapValues(value(of:)))
+        case let other?: throw OrderFlowError(.invalidInput, "a JSON value of an unexpected kind (\(type(of: other)))")
+        }
+    }
+
+    private static func untyped(_ value: JSONValue) -> (any Sendable)? {
+        switch value {
+        case .null: return nil
+        case .bool(let bool): return bool
+        case .int(let int): return int
+        case .double(let double): return double
+        case .string(let string): return string
+        case .array(let array): return array.map(untyped)
+        case .object(let object): return object.mapValues(untyped)
+        }
     }
 
     private func order(_ snapshot: OrderSnapshot, _ engine: OrderFlowEngine) async throws -> Components.Schemas.Order {
