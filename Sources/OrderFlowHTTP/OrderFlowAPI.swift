@@ -117,6 +117,7 @@ struct OrderFlowAPI: APIProtocol {
             let result = try await engine.advance(
                 input.path.id, to: target, input: try Self.value(body.input), idempotencyKey: input.headers.idempotencyKey,
                 expectedState: body.expectedState, actor: Self.actor)
+            if Self.prefersMinimal(input.headers.prefer) { return .noContent(Self.minimalAdvance(result)) }
             return .ok(.init(body: .json(try await advanceResult(result, engine))))
         }
     }
@@ -127,6 +128,7 @@ struct OrderFlowAPI: APIProtocol {
             if case .json(let body)? = input.body { reason = body.reason }
             let result = try await engine.cancel(input.path.id, reason: reason, idempotencyKey: input.headers.idempotencyKey,
                                                  actor: Self.actor)
+            if Self.prefersMinimal(input.headers.prefer) { return .noContent(Self.minimalAdvance(result)) }
             return .ok(.init(body: .json(try await advanceResult(result, engine))))
         }
     }
@@ -345,6 +347,25 @@ struct OrderFlowAPI: APIProtocol {
 
     private func order(_ snapshot: OrderSnapshot, _ engine: OrderFlowEngine) async throws -> Components.Schemas.Order {
         try Self.order(snapshot.readable(in: try await engine.workflow(of: snapshot)))
+    }
+
+    /// `Prefer: return=minimal` among the header's preferences (RFC 7240: a comma-separated
+    /// list, tokens case-insensitive, optional spaces around `=`).
+    static func prefersMinimal(_ header: String?) -> Bool {
+        guard let header else { return false }
+        return header.split(separator: ",").contains { preference in
+            let parts = preference.split(separator: ";", maxSplits: 1)[0].split(separator: "=", maxSplits: 1)
+                .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            return parts.count == 2 && parts[0] == "return" && parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "\"")) == "minimal"
+        }
+    }
+
+    /// The 204 answer's headers: the state and step reached, and whether it was a replay.
+    /// (`Preference-Applied` is set by ``MinimalReturn``: the generated code would
+    /// percent-encode its `=`.)
+    static func minimalAdvance(_ result: AdvanceResult) -> Components.Responses.MinimalAdvance {
+        .init(headers: .init(orderFlowState: result.order.state,
+                             orderFlowSeq: Int32(clamping: result.order.seq), orderFlowReplayed: result.replayed))
     }
 
     private func advanceResult(_ result: AdvanceResult, _ engine: OrderFlowEngine) async throws -> Components.Schemas.AdvanceResult {

@@ -104,6 +104,7 @@ public final class OrderFlowHTTPServer: Service, Sendable {
             logger: logger))
         router.add(middleware: RequestBodyLimit())
         router.add(middleware: RequestErrors())
+        router.add(middleware: MinimalReturn())
         router.get("/openapi.yaml") { _, _ in
             Response(status: .ok, headers: [.contentType: "application/yaml"],
                      body: .init(byteBuffer: ByteBuffer(bytes: Contract.document)))

@@ -118,3 +118,23 @@ struct AccessDenied: Error {
 
     static let appOnly = "a client secret lets the customer's app read its order and report its tokens and activity; this call needs the merchant's API key"
 }
+
+/// Sets `Preference-Applied: return=minimal` (RFC 7240) on the 204 answers of an advance or a
+/// cancellation that honoured `Prefer: return=minimal`. Set here rather than by the generated
+/// code, which percent-encodes header values (`return%3Dminimal`).
+struct MinimalReturn<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var response = try await next(request, context)
+        if response.status == .noContent, response.headers[.orderFlowState] != nil,
+           OrderFlowAPI.prefersMinimal(request.headers[.prefer]) {
+            response.headers[.preferenceApplied] = "return=minimal"
+        }
+        return response
+    }
+}
+
+extension HTTPField.Name {
+    static let prefer = HTTPField.Name("Prefer")!
+    static let preferenceApplied = HTTPField.Name("Preference-Applied")!
+    static let orderFlowState = HTTPField.Name("OrderFlow-State")!
+}

@@ -20,7 +20,7 @@ import WorkflowKit
 struct HTTPBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "http",
-        abstract: "Advances/s through `orderflow serve` vs the library, p50/p99 at a fixed rate, server RSS.",
+        abstract: "Advances/s through `orderflow serve` (full answers and Prefer: return=minimal) vs the library, p50/p99 at a fixed rate, server RSS.",
         discussion: "Example: swift run -c release orderflow-bench http --seconds 10 --rounds 3")
 
     @Option(help: "Seconds of each turn, and of the fixed-rate phase.") var seconds = 10
@@ -31,7 +31,7 @@ struct HTTPBenchmark: AsyncParsableCommand {
     @Option(help: "PostgreSQL server URL (default: ORDERFLOW_DATABASE_URL, else a private cluster in .orderflow/).")
     var database: String?
 
-    enum Side: String { case library, http }
+    enum Side: String { case library, http, minimal = "http-min" }
 
     static let steps: [(String, String)] = [
         ("accept", #"{"event": "accept", "input": {"eta": "+20m"}}"#), ("ready", #"{"to": "ready"}"#),
@@ -88,11 +88,16 @@ struct HTTPBenchmark: AsyncParsableCommand {
         _ = try await runHTTP(caller, orders: warm, seconds: 1)
         var rates: [Side: [Double]] = [:]
         for round in 0..<rounds {
-            for side in round.isMultiple(of: 2) ? [Side.library, .http] : [.http, .library] {
+            // Each side's turn moves one place later every round: none always runs first.
+            let sides = [Side.library, .http, .minimal]
+            for turn in 0..<sides.count {
+                let side = sides[(turn + round) % sides.count]
                 let orders = try await freshOrders()
-                let rate = side == .library
-                    ? try await runLibrary(engine, orders: orders, seconds: seconds)
-                    : try await runHTTP(caller, orders: orders, seconds: seconds)
+                let rate = switch side {
+                case .library: try await runLibrary(engine, orders: orders, seconds: seconds)
+                case .http: try await runHTTP(caller, orders: orders, seconds: seconds, minimal: false)
+                case .minimal: try await runHTTP(caller, orders: orders, seconds: seconds, minimal: true)
+                }
                 rates[side, default: []].append(rate)
                 print("  round \(round + 1)  \(side.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0))"
                       + String(format: "%8.0f advances/s", rate) + "   server RSS \(server.residentMegabytes()) MB")
@@ -100,10 +105,15 @@ struct HTTPBenchmark: AsyncParsableCommand {
         }
         let library = rates[.library]!.reduce(0, +) / Double(rounds)
         let http = rates[.http]!.reduce(0, +) / Double(rounds)
-        let byRound = zip(rates[.http]!, rates[.library]!).map { String(format: "%.2f", $0 / $1) }.joined(separator: " / ")
+        let minimal = rates[.minimal]!.reduce(0, +) / Double(rounds)
+        func byRound(_ side: Side) -> String {
+            zip(rates[side]!, rates[.library]!).map { String(format: "%.2f", $0 / $1) }.joined(separator: " / ")
+        }
         print(String(format: "library  %8.0f advances/s (mean of %d turns)", library, rounds))
-        print(String(format: "http     %8.0f advances/s (mean of %d turns)", http, rounds))
-        print(String(format: "ratio http/library  %.2f   (goal ≥ 0.80; round by round %@)", http / library, byRound))
+        print(String(format: "http     %8.0f advances/s (mean of %d turns; the order and transition as JSON)", http, rounds))
+        print(String(format: "http-min %8.0f advances/s (mean of %d turns; Prefer: return=minimal, 204)", minimal, rounds))
+        print(String(format: "ratio http/library      %.2f   (goal ≥ 0.80; round by round %@)", http / library, byRound(.http)))
+        print(String(format: "ratio http-min/library  %.2f   (round by round %@)", minimal / library, byRound(.minimal)))
 
         let orders = try await freshOrders()
         let latencies = try await runFixedRate(caller, orders: orders, rate: rate, seconds: seconds)
@@ -153,9 +163,9 @@ struct HTTPBenchmark: AsyncParsableCommand {
         }
     }
 
-    private func runHTTP(_ caller: Caller, orders: Range<Int>, seconds: Int) async throws -> Double {
+    private func runHTTP(_ caller: Caller, orders: Range<Int>, seconds: Int, minimal: Bool) async throws -> Double {
         try await runTurn(orders: orders, seconds: seconds) { index, step in
-            try await caller.advance("h-\(index)", body: Self.steps[step].1)
+            try await caller.advance("h-\(index)", body: Self.steps[step].1, minimal: minimal)
         }
     }
 
@@ -176,7 +186,7 @@ struct HTTPBenchmark: AsyncParsableCommand {
                 let index = orders.lowerBound + request % orderCount
                 let step = (request / orderCount) % Self.steps.count
                 group.addTask {
-                    try await caller.advance("h-\(index)", body: Self.steps[step].1)
+                    try await caller.advance("h-\(index)", body: Self.steps[step].1, minimal: false)
                     let elapsed = clock.now - scheduled
                     let milliseconds = Double(elapsed.components.seconds) * 1_000 + Double(elapsed.components.attoseconds) / 1e15
                     results.values.withLock { $0.append(milliseconds) }
@@ -199,15 +209,17 @@ private struct Caller: Sendable {
     let base: String
     let key: String
 
-    func advance(_ orderID: String, body: String) async throws {
+    /// `minimal`: with `Prefer: return=minimal` (a 204 without body).
+    func advance(_ orderID: String, body: String, minimal: Bool) async throws {
         var request = HTTPClientRequest(url: "\(base)/v1/orders/\(orderID)/advance")
         request.method = .POST
         request.headers.add(name: "Authorization", value: "Bearer \(key)")
         request.headers.add(name: "Content-Type", value: "application/json")
+        if minimal { request.headers.add(name: "Prefer", value: "return=minimal") }
         request.body = .bytes(ByteBuffer(string: body))
         let response = try await client.execute(request, timeout: .seconds(30))
         let answer = try await response.body.collect(upTo: 1 << 20)
-        guard response.status == .ok else {
+        guard response.status == (minimal ? .noContent : .ok) else {
             throw BenchError("advance \(orderID) answered \(response.status.code): \(String(buffer: answer).prefix(300))")
         }
     }

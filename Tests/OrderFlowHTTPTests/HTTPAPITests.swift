@@ -130,6 +130,43 @@ struct HTTPAPITests {
         }
     }
 
+    @Test("Prefer: return=minimal answers 204 with the state and step in headers; the move is made once, a replay says so")
+    func minimalAdvance() async throws {
+        let harness = try await Harness.make()
+        defer { Task { await harness.fixture.shutdown() } }
+        try await harness.application.test(.router) { client in
+            let body = #"{"id": "7", "workflow": "food-order", "attributes": {"merchantName": "Luigi's", "orderNumber": "7", "itemCount": 1}}"#
+            #expect(try await call(client, .post, "/v1/orders", headers: harness.headers(), body: body).status == .created)
+            let prefer = HTTPField.Name("Prefer")!, key = HTTPField.Name("Idempotency-Key")!
+            let minimal = try await call(client, .post, "/v1/orders/7/advance",
+                                         headers: harness.headers([prefer: "respond-async, return = minimal", key: "m-1"]),
+                                         body: #"{"event": "accept", "input": {"eta": "+20m"}}"#)
+            #expect(minimal.status == .noContent && minimal.body.isEmpty, "\(minimal.status) \(minimal.body)")
+            #expect(minimal.headers[HTTPField.Name("Preference-Applied")!] == "return=minimal")
+            #expect(minimal.headers[HTTPField.Name("OrderFlow-State")!] == "in_progress")
+            #expect(minimal.headers[HTTPField.Name("OrderFlow-Seq")!] == "2")
+            #expect(minimal.headers[HTTPField.Name("OrderFlow-Replayed")!] == "false")
+            let replay = try await call(client, .post, "/v1/orders/7/advance", headers: harness.headers([prefer: "return=minimal", key: "m-1"]),
+                                        body: #"{"event": "accept", "input": {"eta": "+20m"}}"#)
+            #expect(replay.status == .noContent && replay.headers[HTTPField.Name("OrderFlow-Replayed")!] == "true")
+            #expect(replay.headers[HTTPField.Name("OrderFlow-Seq")!] == "2", "the replay applied nothing new")
+            // Another preference (or none): the full result, as before.
+            let full = try await call(client, .post, "/v1/orders/7/advance", headers: harness.headers([prefer: "return=representation"]),
+                                      body: #"{"to": "ready"}"#)
+            #expect(full.status == .ok && (full.json["order"] as? [String: Any])?["seq"] as? Int == 3, "\(full.body)")
+            let refused = try await call(client, .post, "/v1/orders/7/advance", headers: harness.headers([prefer: "return=minimal"]),
+                                         body: #"{"to": "received"}"#)
+            expectProblem(refused, .unprocessableContent, code: "invalidTransition")
+            let cancelled = try await call(client, .post, "/v1/orders/7/cancel", headers: harness.headers([prefer: "return=minimal"]),
+                                          body: #"{"reason": "closed"}"#)
+            #expect(cancelled.status == .noContent && cancelled.headers[HTTPField.Name("OrderFlow-State")!] == "cancelled", "\(cancelled)")
+            let history = try await call(client, .get, "/v1/orders/7/history", headers: harness.headers())
+            #expect((history.json["transitions"] as? [[String: Any]])?.map { $0["to"] as? String } == ["received", "in_progress", "ready", "cancelled"])
+        }
+        #expect(OrderFlowAPI.prefersMinimal("return=minimal") && OrderFlowAPI.prefersMinimal("wait=5, RETURN=\"minimal\"; x=1"))
+        #expect(!OrderFlowAPI.prefersMinimal(nil) && !OrderFlowAPI.prefersMinimal("return=representation") && !OrderFlowAPI.prefersMinimal("minimal"))
+    }
+
     @Test("a broadcast order carries its channel: pending at creation, then the id the worker stored")
     func broadcastOrderCarriesItsChannel() async throws {
         let harness = try await Harness.make()

@@ -987,6 +987,11 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                         name: "Idempotency-Key",
                         as: Components.Parameters.IdempotencyKey.self
                     ),
+                    prefer: try converter.getOptionalHeaderFieldAsURI(
+                        in: request.headerFields,
+                        name: "Prefer",
+                        as: Components.Parameters.Prefer.self
+                    ),
                     accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields)
                 )
                 let contentType = converter.extractContentTypeIfPresent(in: request.headerFields)
@@ -1035,6 +1040,31 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                         )
                     }
                     return (response, body)
+                case let .noContent(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 204)
+                    suppressMutabilityWarning(&response)
+                    try converter.setHeaderFieldAsURI(
+                        in: &response.headerFields,
+                        name: "Preference-Applied",
+                        value: value.headers.preferenceApplied
+                    )
+                    try converter.setHeaderFieldAsURI(
+                        in: &response.headerFields,
+                        name: "OrderFlow-State",
+                        value: value.headers.orderFlowState
+                    )
+                    try converter.setHeaderFieldAsURI(
+                        in: &response.headerFields,
+                        name: "OrderFlow-Seq",
+                        value: value.headers.orderFlowSeq
+                    )
+                    try converter.setHeaderFieldAsURI(
+                        in: &response.headerFields,
+                        name: "OrderFlow-Replayed",
+                        value: value.headers.orderFlowReplayed
+                    )
+                    return (response, nil)
                 case let .`default`(statusCode, value):
                     suppressUnusedWarning(value)
                     var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
@@ -1091,6 +1121,11 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                         name: "Idempotency-Key",
                         as: Components.Parameters.IdempotencyKey.self
                     ),
+                    prefer: try converter.getOptionalHeaderFieldAsURI(
+                        in: request.headerFields,
+                        name: "Prefer",
+                        as: Components.Parameters.Prefer.self
+                    ),
                     accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields)
                 )
                 let contentType = converter.extractContentTypeIfPresent(in: request.headerFields)
@@ -1139,6 +1174,31 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                         )
                     }
                     return (response, body)
+                case let .noContent(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 204)
+                    suppressMutabilityWarning(&response)
+                    try converter.setHeaderFieldAsURI(
+                        in: &response.headerFields,
+                        name: "Preference-Applied",
+                        value: value.headers.preferenceApplied
+                    )
+                    try converter.setHeaderFieldAsURI(
+                        in: &response.headerFields,
+                        name: "OrderFlow-State",
+                        value: value.headers.orderFlowState
+                    )
+                    try converter.setHeaderFieldAsURI(
+                        in: &response.headerFields,
+                        name: "OrderFlow-Seq",
+                        value: value.headers.orderFlowSeq
+                    )
+                    try converter.setHeaderFieldAsURI(
+                        in: &response.headerFields,
+                        name: "OrderFlow-Replayed",
+                        value: value.headers.orderFlowReplayed
+                    )
+                    return (response, nil)
                 case let .`default`(statusCode, value):
                     suppressUnusedWarning(value)
                     var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)

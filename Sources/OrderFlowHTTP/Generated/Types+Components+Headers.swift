@@ -5,5 +5,24 @@ import struct Foundation.Data
 import struct Foundation.Date
 extension Components {
     /// Types generated from the `#/components/headers` section of the OpenAPI document.
-    internal enum Headers {}
+    internal enum Headers {
+        /// The preference honoured (RFC 7240).
+        ///
+        /// - Remark: Generated from `#/components/headers/PreferenceApplied`.
+        internal enum PreferenceApplied: String, Codable, Hashable, Sendable, CaseIterable {
+            case return_equals_minimal = "return=minimal"
+        }
+        /// The order's state after the transition.
+        ///
+        /// - Remark: Generated from `#/components/headers/OrderState`.
+        internal typealias OrderState = Swift.String
+        /// The order's step number after the transition.
+        ///
+        /// - Remark: Generated from `#/components/headers/OrderSeq`.
+        internal typealias OrderSeq = Swift.Int32
+        /// `true` when the idempotency key was seen before and nothing new was applied.
+        ///
+        /// - Remark: Generated from `#/components/headers/Replayed`.
+        internal typealias Replayed = Swift.Bool
+    }
 }

@@ -6,6 +6,10 @@ import struct Foundation.Date
 extension Components {
     /// Types generated from the `#/components/parameters` section of the OpenAPI document.
     internal enum Parameters {
+        /// `return=minimal` (RFC 7240) answers 204 with the new state in headers instead of the order and transition as JSON; anything else, or none, answers with the full result.
+        ///
+        /// - Remark: Generated from `#/components/parameters/Prefer`.
+        internal typealias Prefer = Swift.String
         /// Same key, same response; nothing is applied twice. 1 to 200 characters.
         ///
         /// - Remark: Generated from `#/components/parameters/IdempotencyKey`.

@@ -6,6 +6,58 @@ import struct Foundation.Date
 extension Components {
     /// Types generated from the `#/components/responses` section of the OpenAPI document.
     internal enum Responses {
+        internal struct MinimalAdvance: Sendable, Hashable {
+            /// - Remark: Generated from `#/components/responses/MinimalAdvance/headers`.
+            internal struct Headers: Sendable, Hashable {
+                /// - Remark: Generated from `#/components/headers/PreferenceApplied`.
+                internal enum PreferenceApplied: String, Codable, Hashable, Sendable, CaseIterable {
+                    case return_equals_minimal = "return=minimal"
+                }
+                /// The preference honoured (RFC 7240).
+                ///
+                /// - Remark: Generated from `#/components/responses/MinimalAdvance/headers/Preference-Applied`.
+                internal var preferenceApplied: Components.Headers.PreferenceApplied?
+                /// The order's state after the transition.
+                ///
+                /// - Remark: Generated from `#/components/responses/MinimalAdvance/headers/OrderFlow-State`.
+                internal var orderFlowState: Components.Headers.OrderState?
+                /// The order's step number after the transition.
+                ///
+                /// - Remark: Generated from `#/components/responses/MinimalAdvance/headers/OrderFlow-Seq`.
+                internal var orderFlowSeq: Components.Headers.OrderSeq?
+                /// `true` when the idempotency key was seen before and nothing new was applied.
+                ///
+                /// - Remark: Generated from `#/components/responses/MinimalAdvance/headers/OrderFlow-Replayed`.
+                internal var orderFlowReplayed: Components.Headers.Replayed?
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - preferenceApplied: The preference honoured (RFC 7240).
+                ///   - orderFlowState: The order's state after the transition.
+                ///   - orderFlowSeq: The order's step number after the transition.
+                ///   - orderFlowReplayed: `true` when the idempotency key was seen before and nothing new was applied.
+                internal init(
+                    preferenceApplied: Components.Headers.PreferenceApplied? = nil,
+                    orderFlowState: Components.Headers.OrderState? = nil,
+                    orderFlowSeq: Components.Headers.OrderSeq? = nil,
+                    orderFlowReplayed: Components.Headers.Replayed? = nil
+                ) {
+                    self.preferenceApplied = preferenceApplied
+                    self.orderFlowState = orderFlowState
+                    self.orderFlowSeq = orderFlowSeq
+                    self.orderFlowReplayed = orderFlowReplayed
+                }
+            }
+            /// Received HTTP response headers
+            internal var headers: Components.Responses.MinimalAdvance.Headers
+            /// Creates a new `MinimalAdvance`.
+            ///
+            /// - Parameters:
+            ///   - headers: Received HTTP response headers
+            internal init(headers: Components.Responses.MinimalAdvance.Headers = .init()) {
+                self.headers = headers
+            }
+        }
         internal struct Problem: Sendable, Hashable {
             /// - Remark: Generated from `#/components/responses/Problem/headers`.
             internal struct Headers: Sendable, Hashable {

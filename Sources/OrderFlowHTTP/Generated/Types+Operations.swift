@@ -1371,17 +1371,24 @@ internal enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/v1/orders/{id}/advance/POST/header/Idempotency-Key`.
                 internal var idempotencyKey: Components.Parameters.IdempotencyKey?
+                /// `return=minimal` (RFC 7240) answers 204 with the new state in headers instead of the order and transition as JSON; anything else, or none, answers with the full result.
+                ///
+                /// - Remark: Generated from `#/paths/v1/orders/{id}/advance/POST/header/Prefer`.
+                internal var prefer: Components.Parameters.Prefer?
                 internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.AdvanceOrder.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
                 ///   - idempotencyKey: Same key, same response; nothing is applied twice. 1 to 200 characters.
+                ///   - prefer: `return=minimal` (RFC 7240) answers 204 with the new state in headers instead of the order and transition as JSON; anything else, or none, answers with the full result.
                 ///   - accept:
                 internal init(
                     idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
+                    prefer: Components.Parameters.Prefer? = nil,
                     accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.AdvanceOrder.AcceptableContentType>] = .defaultValues()
                 ) {
                     self.idempotencyKey = idempotencyKey
+                    self.prefer = prefer
                     self.accept = accept
                 }
             }
@@ -1455,6 +1462,29 @@ internal enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// With `Prefer: return=minimal`: the transition committed (or, for a replayed idempotency key, was made before); no body, the order's new state and step in headers. For callers that do not read the result: the order and transition are not serialized.
+            ///
+            /// - Remark: Generated from `#/paths//v1/orders/{id}/advance/post(advanceOrder)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            case noContent(Components.Responses.MinimalAdvance)
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            internal var noContent: Components.Responses.MinimalAdvance {
+                get throws {
+                    switch self {
+                    case let .noContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "noContent",
                             response: self
                         )
                     }
@@ -1544,17 +1574,24 @@ internal enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/v1/orders/{id}/cancel/POST/header/Idempotency-Key`.
                 internal var idempotencyKey: Components.Parameters.IdempotencyKey?
+                /// `return=minimal` (RFC 7240) answers 204 with the new state in headers instead of the order and transition as JSON; anything else, or none, answers with the full result.
+                ///
+                /// - Remark: Generated from `#/paths/v1/orders/{id}/cancel/POST/header/Prefer`.
+                internal var prefer: Components.Parameters.Prefer?
                 internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.CancelOrder.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
                 ///   - idempotencyKey: Same key, same response; nothing is applied twice. 1 to 200 characters.
+                ///   - prefer: `return=minimal` (RFC 7240) answers 204 with the new state in headers instead of the order and transition as JSON; anything else, or none, answers with the full result.
                 ///   - accept:
                 internal init(
                     idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
+                    prefer: Components.Parameters.Prefer? = nil,
                     accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.CancelOrder.AcceptableContentType>] = .defaultValues()
                 ) {
                     self.idempotencyKey = idempotencyKey
+                    self.prefer = prefer
                     self.accept = accept
                 }
             }
@@ -1653,6 +1690,29 @@ internal enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// With `Prefer: return=minimal`: the transition committed (or, for a replayed idempotency key, was made before); no body, the order's new state and step in headers. For callers that do not read the result: the order and transition are not serialized.
+            ///
+            /// - Remark: Generated from `#/paths//v1/orders/{id}/cancel/post(cancelOrder)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            case noContent(Components.Responses.MinimalAdvance)
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            internal var noContent: Components.Responses.MinimalAdvance {
+                get throws {
+                    switch self {
+                    case let .noContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "noContent",
                             response: self
                         )
                     }
