@@ -85,7 +85,7 @@ struct HTTPBenchmark: AsyncParsableCommand {
         }
         // Warm both paths (connections, caches, the server's first requests).
         let warm = try await freshOrders()
-        _ = try await runHTTP(caller, orders: warm, seconds: 1)
+        _ = try await runHTTP(caller, orders: warm, seconds: 1, minimal: false)
         var rates: [Side: [Double]] = [:]
         for round in 0..<rounds {
             // Each side's turn moves one place later every round: none always runs first.
