@@ -52,105 +52,114 @@ struct ReliabilitySoakTests {
 
         let server = try setup.cli.start(["serve", "--port", "0", "--no-worker"])
         let api = SoakAPI(base: "http://127.0.0.1:\(try await Self.listeningPort(server))", key: apiKey)
-        let applied = try await api.call(.POST, "/v1/workflows", body: try EngineFixture.shippedWorkflow("food-order"), contentType: "application/yaml")
-        #expect(applied == 200 || applied == 201, "applying the workflow answered \(applied)")
-        setup.apns.injectFault(.internalServerError, fraction: 0.05)
+        // Whatever fails below, the client is shut down first, so that the failure is reported
+        // (an HTTPClient dropped unclosed stops the process with a fatal error of its own).
+        do {
+            let applied = try await api.call(.POST, "/v1/workflows", body: try EngineFixture.shippedWorkflow("food-order"), contentType: "application/yaml")
+            #expect(applied == 200 || applied == 201, "applying the workflow answered \(applied)")
+            setup.apns.injectFault(.internalServerError, fraction: 0.05)
 
-        let worker = LockedValue<RunningCLI?>(try setup.cli.start(setup.workerArguments))
-        let load = SoakLoad(api: api, tokens: setup.tokens)
+            let worker = LockedValue<RunningCLI?>(try setup.cli.start(setup.workerArguments))
+            let load = SoakLoad(api: api, tokens: setup.tokens)
 
-        // Capacity: the clients as fast as they go, the worker sending meanwhile.
-        let measured = try await load.run(clients: Self.clients, for: Self.measureFor, rate: nil)
-        let capacity = Double(measured) / Self.measureFor.inSeconds
-        let rate = capacity * 0.8
+            // Capacity: the clients as fast as they go, the worker sending meanwhile.
+            let measured = try await load.run(clients: Self.clients, for: Self.measureFor, rate: nil)
+            let capacity = Double(measured) / Self.measureFor.inSeconds
+            let rate = capacity * 0.8
 
-        // The soak, sampled every second; the worker killed every `killEvery`.
-        let started = ContinuousClock.now
-        var samples: [Sample] = []
-        let kills = LockedValue(0)
-        let soak = Task { try await load.run(clients: Self.clients, for: soakFor, rate: rate) }
-        let killer = Task {
-            while ContinuousClock.now - started + killEvery < soakFor {
-                try await Task.sleep(for: killEvery)
-                let victim = worker.value
-                if let victim { kill(victim.process.processIdentifier, SIGKILL) }
-                _ = try await victim?.finish()
-                let next = try setup.cli.start(setup.workerArguments)
-                worker.withLock { $0 = next }
-                kills.withLock { $0 += 1 }
+            // The soak, sampled every second; the worker killed every `killEvery`.
+            let started = ContinuousClock.now
+            var samples: [Sample] = []
+            let kills = LockedValue(0)
+            let soak = Task { try await load.run(clients: Self.clients, for: soakFor, rate: rate) }
+            let killer = Task {
+                while ContinuousClock.now - started + killEvery < soakFor {
+                    try await Task.sleep(for: killEvery)
+                    let victim = worker.value
+                    if let victim { kill(victim.process.processIdentifier, SIGKILL) }
+                    _ = try await victim?.finish()
+                    let next = try setup.cli.start(setup.workerArguments)
+                    worker.withLock { $0 = next }
+                    kills.withLock { $0 += 1 }
+                }
             }
-        }
-        var lastCalls = load.calls.load(ordering: .relaxed)
-        var lastPushes = setup.apns.acceptedCount
-        var lastKills = 0
-        for second in 1...Int(soakFor.components.seconds) {
-            try await Task.sleep(until: started + .seconds(second))
-            let calls = load.calls.load(ordering: .relaxed)
-            let pushes = setup.apns.acceptedCount
-            let killed = kills.value
-            let depth: Int = (try? await setup.engine.pool.query(PostgresQuery("SELECT count(*) AS n FROM activity_commands")).single().decode("n")) ?? -1
-            let workerPID = worker.withLock { $0?.process.processIdentifier } ?? 0
-            samples.append(Sample(
-                second: second, calls: calls - lastCalls, pushes: pushes - lastPushes, queueDepth: depth,
-                workerRSS: Self.residentMegabytes(workerPID), serverRSS: Self.residentMegabytes(server.process.processIdentifier),
-                workerKilled: killed != lastKills))
-            (lastCalls, lastPushes, lastKills) = (calls, pushes, killed)
-        }
-        let soaked = try await soak.value
-        try await killer.value
-        let drainStarted = ContinuousClock.now
-        try await setup.waitUntilDrained(timeout: .seconds(120))
-        let drainTime = ContinuousClock.now - drainStarted
-        let last = worker.value
-        last?.interrupt()
-        let stopped = try await last?.finish()
-        #expect(stopped?.status == 0, "the last worker did not stop cleanly: \(String(describing: stopped))")
-        server.interrupt()
-        let serverStopped = try await server.finish()
-        #expect(serverStopped.status == 0, "\(serverStopped)")
-
-        let rows = samples
-        if let path = ProcessInfo.processInfo.environment["ORDERFLOW_SOAK_SAMPLES"], !path.isEmpty {
-            let header = "second,calls,pushes,queue_depth,worker_rss_mb,server_rss_mb,worker_killed\n"
-            let lines = rows.map {
-                "\($0.second),\($0.calls),\($0.pushes),\($0.queueDepth),\(String(format: "%.1f", $0.workerRSS)),\(String(format: "%.1f", $0.serverRSS)),\($0.workerKilled ? 1 : 0)"
+            var lastCalls = load.calls.load(ordering: .relaxed)
+            var lastPushes = setup.apns.acceptedCount
+            var lastKills = 0
+            for second in 1...Int(soakFor.components.seconds) {
+                try await Task.sleep(until: started + .seconds(second))
+                let calls = load.calls.load(ordering: .relaxed)
+                let pushes = setup.apns.acceptedCount
+                let killed = kills.value
+                let depth: Int = (try? await setup.engine.pool.query(PostgresQuery("SELECT count(*) AS n FROM activity_commands")).single().decode("n")) ?? -1
+                let workerPID = worker.withLock { $0?.process.processIdentifier } ?? 0
+                samples.append(Sample(
+                    second: second, calls: calls - lastCalls, pushes: pushes - lastPushes, queueDepth: depth,
+                    workerRSS: Self.residentMegabytes(workerPID), serverRSS: Self.residentMegabytes(server.process.processIdentifier),
+                    workerKilled: killed != lastKills))
+                (lastCalls, lastPushes, lastKills) = (calls, pushes, killed)
             }
-            try (header + lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
-        }
+            let soaked = try await soak.value
+            try await killer.value
+            let drainStarted = ContinuousClock.now
+            try await setup.waitUntilDrained(timeout: .seconds(120))
+            let drainTime = ContinuousClock.now - drainStarted
+            let last = worker.value
+            last?.interrupt()
+            let stopped = try await last?.finish()
+            #expect(stopped?.status == 0, "the last worker did not stop cleanly: \(String(describing: stopped))")
+            server.interrupt()
+            let serverStopped = try await server.finish()
+            #expect(serverStopped.status == 0, "\(serverStopped)")
 
-        // Flat memory and no growing queue: the second half against the first (after a
-        // 10-second warm-up), for the server that lives throughout; for the worker, restarted at
-        // every kill, the highest of each life.
-        let warm = rows.filter { $0.second > 10 }
-        let halves = (Array(warm.prefix(warm.count / 2)), Array(warm.suffix(warm.count - warm.count / 2)))
-        func mean(_ rows: [Sample], _ value: (Sample) -> Double) -> Double { rows.isEmpty ? 0 : rows.map(value).reduce(0, +) / Double(rows.count) }
-        let serverRSS = (mean(halves.0, \.serverRSS), mean(halves.1, \.serverRSS))
-        let queue = (mean(halves.0) { Double($0.queueDepth) }, mean(halves.1) { Double($0.queueDepth) })
-        let workerPeaks = rows.split(whereSeparator: \.workerKilled).map { $0.map(\.workerRSS).max() ?? 0 }.filter { $0 > 0 }
-        let achieved = Double(soaked) / soakFor.inSeconds
-        let deadLetters = try await setup.deadLetters()
-        let failures = load.failures.withLock { $0 }
-        let audit = DeliveryAudit(
-            scenario: "soak at 80 % of measured capacity",
-            load: "\(Self.clients) HTTP clients → `orderflow serve`, capacity \(Int(capacity)) calls/s measured over \(Self.measureFor); \(Int(soakFor.inSeconds)) s at \(Int(rate)) calls/s target, \(Int(achieved)) achieved (\(soaked) calls); \(setup.tokens.value.count) orders in all, each created, given its activity's token and taken through 4 steps",
-            faults: "worker SIGKILLed every \(Int(killEvery.inSeconds)) s (\(kills.value) kills), APNs 500 for 5 % of requests (\(setup.apns.rejectedCount) answered so)",
-            tokens: setup.tokens.value, pushes: setup.apns.pushes(),
-            notes: [
-                "queue depth mean \(Int(queue.0)) → \(Int(queue.1)) (first → second half), max \(rows.map(\.queueDepth).max() ?? 0), drained \(DeliveryAudit.format(drainTime)) after the load",
-                "server RSS mean \(String(format: "%.1f", serverRSS.0)) → \(String(format: "%.1f", serverRSS.1)) MB",
-                "worker RSS peak per life \(workerPeaks.map { String(format: "%.0f", $0) }.joined(separator: ", ")) MB",
-                "API calls failed \(failures.values.reduce(0, +)), answered 503 and retried \(load.unavailable.load(ordering: .relaxed)), dead letters \(deadLetters)",
-            ],
-            isFinal: { $0.aps?["event"]?.stringValue == "end" && $0.aps?["content-state"]?["status"]?.stringValue == "delivered" })
-        audit.report()
-        #expect(audit.lost == 0, "\(audit)")
-        #expect(failures.isEmpty, "API calls failed: \(failures)")
-        #expect(deadLetters == 0)
-        // The rate is 80 % of a capacity measured in 5 s on a machine shared with other suites:
-        // a soak that fell far behind it would not have held the load it reports.
-        #expect(achieved >= rate * 0.75, "the load fell behind its rate: \(achieved) of \(rate) calls/s")
-        #expect(serverRSS.1 <= serverRSS.0 * 1.25 + 16, "the server's memory grew: \(serverRSS)")
-        #expect(queue.1 <= queue.0 * 2 + 100, "the queue grew: \(queue)")
+            let rows = samples
+            if let path = ProcessInfo.processInfo.environment["ORDERFLOW_SOAK_SAMPLES"], !path.isEmpty {
+                let header = "second,calls,pushes,queue_depth,worker_rss_mb,server_rss_mb,worker_killed\n"
+                let lines = rows.map {
+                    "\($0.second),\($0.calls),\($0.pushes),\($0.queueDepth),\(String(format: "%.1f", $0.workerRSS)),\(String(format: "%.1f", $0.serverRSS)),\($0.workerKilled ? 1 : 0)"
+                }
+                try (header + lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+            }
+
+            // Flat memory and no growing queue: the second half against the first (after a
+            // 10-second warm-up), for the server that lives throughout; for the worker, restarted at
+            // every kill, the highest of each life.
+            let warm = rows.filter { $0.second > 10 }
+            let halves = (Array(warm.prefix(warm.count / 2)), Array(warm.suffix(warm.count - warm.count / 2)))
+            func mean(_ rows: [Sample], _ value: (Sample) -> Double) -> Double { rows.isEmpty ? 0 : rows.map(value).reduce(0, +) / Double(rows.count) }
+            let serverRSS = (mean(halves.0, \.serverRSS), mean(halves.1, \.serverRSS))
+            let queue = (mean(halves.0) { Double($0.queueDepth) }, mean(halves.1) { Double($0.queueDepth) })
+            let workerPeaks = rows.split(whereSeparator: \.workerKilled).map { $0.map(\.workerRSS).max() ?? 0 }.filter { $0 > 0 }
+            let achieved = Double(soaked) / soakFor.inSeconds
+            let deadLetters = try await setup.deadLetters()
+            let failures = load.failures.withLock { $0 }
+            let audit = DeliveryAudit(
+                scenario: "soak at 80 % of measured capacity",
+                load: "\(Self.clients) HTTP clients → `orderflow serve`, capacity \(Int(capacity)) calls/s measured over \(Self.measureFor); \(Int(soakFor.inSeconds)) s at \(Int(rate)) calls/s target, \(Int(achieved)) achieved (\(soaked) calls); \(setup.tokens.value.count) orders in all, each created, given its activity's token and taken through 4 steps",
+                faults: "worker SIGKILLed every \(Int(killEvery.inSeconds)) s (\(kills.value) kills), APNs 500 for 5 % of requests (\(setup.apns.rejectedCount) answered so)",
+                tokens: setup.tokens.value, pushes: setup.apns.pushes(),
+                notes: [
+                    "queue depth mean \(Int(queue.0)) → \(Int(queue.1)) (first → second half), max \(rows.map(\.queueDepth).max() ?? 0), drained \(DeliveryAudit.format(drainTime)) after the load",
+                    "server RSS mean \(String(format: "%.1f", serverRSS.0)) → \(String(format: "%.1f", serverRSS.1)) MB",
+                    "worker RSS peak per life \(workerPeaks.map { String(format: "%.0f", $0) }.joined(separator: ", ")) MB",
+                    "API calls failed \(failures.values.reduce(0, +)), answered 503 and retried \(load.unavailable.load(ordering: .relaxed)), dead letters \(deadLetters)",
+                ],
+                isFinal: { $0.aps?["event"]?.stringValue == "end" && $0.aps?["content-state"]?["status"]?.stringValue == "delivered" })
+            audit.report()
+            #expect(audit.lost == 0, "\(audit)")
+            #expect(failures.isEmpty, "API calls failed: \(failures)")
+            #expect(deadLetters == 0)
+            // The rate is 80 % of a capacity measured in 5 s on a machine shared with other suites:
+            // a soak that fell far behind it would not have held the load it reports.
+            #expect(achieved >= rate * 0.75, "the load fell behind its rate: \(achieved) of \(rate) calls/s")
+            #expect(serverRSS.1 <= serverRSS.0 * 1.25 + 16, "the server's memory grew: \(serverRSS)")
+            #expect(queue.1 <= queue.0 * 2 + 100, "the queue grew: \(queue)")
+        } catch {
+            try? await api.http.shutdown()
+            server.interrupt()
+            _ = try? await server.finish()
+            throw error
+        }
         try await api.http.shutdown()
         try await setup.shutdown()
     }
