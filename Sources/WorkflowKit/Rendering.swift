@@ -418,7 +418,7 @@ extension Workflow {
                        at time: Date) throws -> RenderedActivityUpdate
     {
         let context = "workflow `\(name)`, transition `\(transition.from) -> \(transition.to)`"
-        guard let target = state(named: transition.to) else {
+        guard state(named: transition.to) != nil else {
             throw RenderError(code: .unknownState, context: context, field: nil, message: "state `\(transition.to)` is not in this workflow")
         }
         let renderer = Renderer(workflow: self, attributes: attributes, input: input, inputSchema: transition.inputs,
