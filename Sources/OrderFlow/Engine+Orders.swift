@@ -234,11 +234,16 @@ extension OrderFlowEngine {
             throw error
         }
         guard let newSeq = written else { return .changedMeanwhile(assumedState: state) }
-        var moved = known
-        moved.state = transition.to
-        moved.seq = newSeq
-        moved.content = rendering.content
-        orderCache.store(moved, for: orderID)
+        if workflow.isFinal(transition.to) {
+            // Nothing moves it again: keep the room for open orders.
+            orderCache.forget(orderID)
+        } else {
+            var moved = known
+            moved.state = transition.to
+            moved.seq = newSeq
+            moved.content = rendering.content
+            orderCache.store(moved, for: orderID)
+        }
         // Everything the snapshot holds is known here: no need to read the order again.
         let order = OrderSnapshot(
             orderID: orderID, workflow: workflow.name, workflowVersion: known.workflowVersion, state: transition.to,

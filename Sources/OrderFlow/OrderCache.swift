@@ -6,7 +6,12 @@ import WorkflowKit
 ///
 /// Safe because the write is guarded by the order's sequence number: if another process moved
 /// the order meanwhile, the guarded write changes nothing and the engine reads the order and
-/// decides again. Bounded: past `capacity` entries, an arbitrary half is dropped.
+/// decides again. Bounded, least recently used out first: entries live in two generations of
+/// at most `capacity / 2` each; a lookup moves an entry into the newer one, and when the newer
+/// one is full the older one is dropped whole. An order used again within the last
+/// `capacity / 2` orders touched stays (an arbitrary half dropped at once, as before, lost the
+/// orders of a turn under way as often as old ones). Orders that reached a final state are not
+/// kept: nothing moves them again.
 final class OrderCache: Sendable {
     struct Entry: Sendable {
         var workflowName: String
@@ -21,28 +26,52 @@ final class OrderCache: Sendable {
         var startOverhead: Int? = nil
     }
 
-    private let entries = Mutex<[String: Entry]>([:])
-    private let capacity: Int
+    private struct Generations {
+        var newer: [String: Entry] = [:]
+        var older: [String: Entry] = [:]
+    }
+
+    private let generations = Mutex(Generations())
+    private let generationSize: Int
 
     init(capacity: Int) {
-        self.capacity = capacity
+        self.generationSize = capacity > 0 ? max(1, capacity / 2) : 0
     }
 
     func entry(for orderID: String) -> Entry? {
-        entries.withLock { $0[orderID] }
+        generations.withLock { generations in
+            if let entry = generations.newer[orderID] { return entry }
+            guard let entry = generations.older.removeValue(forKey: orderID) else { return nil }
+            Self.insert(entry, for: orderID, into: &generations, generationSize: generationSize)
+            return entry
+        }
     }
 
     func store(_ entry: Entry, for orderID: String) {
-        guard capacity > 0 else { return }
-        entries.withLock { entries in
-            if entries.count >= capacity, entries[orderID] == nil {
-                for key in entries.keys.prefix(capacity / 2) { entries.removeValue(forKey: key) }
-            }
-            entries[orderID] = entry
+        guard generationSize > 0 else { return }
+        generations.withLock { generations in
+            generations.older.removeValue(forKey: orderID)
+            Self.insert(entry, for: orderID, into: &generations, generationSize: generationSize)
         }
     }
 
     func forget(_ orderID: String) {
-        _ = entries.withLock { $0.removeValue(forKey: orderID) }
+        generations.withLock { generations in
+            generations.newer.removeValue(forKey: orderID)
+            generations.older.removeValue(forKey: orderID)
+        }
+    }
+
+    /// How many orders are remembered (for tests).
+    var count: Int {
+        generations.withLock { $0.newer.count + $0.older.count }
+    }
+
+    private static func insert(_ entry: Entry, for orderID: String, into generations: inout Generations, generationSize: Int) {
+        if generations.newer.count >= generationSize, generations.newer[orderID] == nil {
+            generations.older = generations.newer
+            generations.newer = Dictionary(minimumCapacity: generationSize)
+        }
+        generations.newer[orderID] = entry
     }
 }

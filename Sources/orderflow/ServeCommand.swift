@@ -53,7 +53,8 @@ struct ServeCommand: AsyncParsableCommand {
         var configuration = OrderFlowHTTPConfiguration(host: host, port: port, runsWorker: !noWorker, metrics: registry)
         if noWorker {
             let (database, source) = try await context.databaseConfiguration()
-            let engine = OrderFlowConfiguration(database: database, maximumConnections: worker.connections)
+            var engine = OrderFlowConfiguration(database: database, maximumConnections: worker.connections)
+            engine.cachedOrders = worker.cachedOrders
             try await context.withEngine(engine, source: source) { engine in
                 let server = OrderFlowHTTPServer(engine: engine, configuration: configuration, logger: logger)
                 try await Self.serve([server], server: server, logger: logger)

@@ -44,6 +44,11 @@ struct HostOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Database connections (default 8).", valueName: "n"))
     var connections: Int = 8
 
+    @Option(help: ArgumentHelp(
+        "Orders whose state the engine remembers between advances, so that moving an order this process created or moved last costs one round trip instead of two (default 10000; 0 turns it off). Size it for the orders open at once.",
+        valueName: "n"))
+    var cachedOrders: Int = 10_000
+
     @Option(help: ArgumentHelp("This worker's name in leases and logs (default host:pid:random).", valueName: "id"))
     var workerID: String?
 
@@ -57,6 +62,7 @@ struct HostOptions: ParsableArguments {
             throw ValidationError("--metrics-port must be between 1 and 65535")
         }
         guard lease >= 1 else { throw ValidationError("--lease must be at least 1 second") }
+        guard cachedOrders >= 0 else { throw ValidationError("--cached-orders must be 0 (no cache) or more") }
         guard batchSize > 0, concurrency > 0, connections > 1 else {
             throw ValidationError("--batch-size and --concurrency must be at least 1, --connections at least 2")
         }
@@ -78,6 +84,7 @@ struct HostOptions: ParsableArguments {
         let (database, source) = try await context.databaseConfiguration()
         var engine = OrderFlowConfiguration(database: database, merchantID: merchantID, maximumConnections: connections)
         engine.acquireTimeout = .seconds(30)
+        engine.cachedOrders = cachedOrders
         var schemaCheck = engine
         schemaCheck.maximumConnections = 1
         try await context.withEngine(schemaCheck, source: source) { _ in }  // the schema is current, or made so
