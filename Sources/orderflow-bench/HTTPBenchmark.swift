@@ -30,6 +30,10 @@ struct HTTPBenchmark: AsyncParsableCommand {
     @Option(help: "Advances per second in the fixed-rate phase.") var rate = 1_000
     @Option(help: "PostgreSQL server URL (default: ORDERFLOW_DATABASE_URL, else a private cluster in .orderflow/).")
     var database: String?
+    @Option(help: "What drives the HTTP turns: wrk (a C load generator, Debian's `wrk`; the default when it is installed) or ahc (AsyncHTTPClient in this process).")
+    var client: Client?
+
+    enum Client: String, ExpressibleByArgument { case wrk, ahc }
 
     enum Side: String { case library, http, minimal = "http-min" }
 
@@ -39,7 +43,15 @@ struct HTTPBenchmark: AsyncParsableCommand {
     ]
     static let libraryInputs: [String: JSONValue] = ["accept": ["eta": "+20m"], "dispatch": ["eta": "+15m", "driver": "Sam"]]
 
+    /// `wrk` when it is installed, else AsyncHTTPClient.
+    var chosenClient: Client {
+        client ?? (WrkRun.executable == nil ? .ahc : .wrk)
+    }
+
     func validate() throws {
+        if client == .wrk, WrkRun.executable == nil {
+            throw ValidationError("--client wrk: wrk is not installed (apt-get install wrk)")
+        }
         guard seconds >= 1, rounds >= 1, connections >= 1, databaseConnections >= 2, rate >= 1 else {
             throw ValidationError("--seconds, --rounds, --connections and --rate must be at least 1, --database-connections at least 2.")
         }
@@ -59,32 +71,45 @@ struct HTTPBenchmark: AsyncParsableCommand {
     private func measure(_ bench: BenchDatabase) async throws {
         var logger = Logger(label: "orderflow.bench")
         logger.logLevel = .warning
-        let engine = OrderFlowEngine(
-            configuration: OrderFlowConfiguration(database: bench.configuration, maximumConnections: databaseConnections), logger: logger)
+        // Enough orders that no turn walks one past its final state (4 steps each, at up to
+        // 8,000 advances/s).
+        let ordersPerTurn = max(2_000, seconds * 8_000 / 4)
+        // Both engines remember the orders they created, as a backend's would: each side's
+        // orders are created through that side (the library's by the library, the HTTP turns'
+        // through the server), and both caches hold a turn's orders with room to spare.
+        let cachedOrders = 4 * ordersPerTurn
+        var engineConfiguration = OrderFlowConfiguration(database: bench.configuration, maximumConnections: databaseConnections)
+        engineConfiguration.cachedOrders = cachedOrders
+        let engine = OrderFlowEngine(configuration: engineConfiguration, logger: logger)
         _ = try await engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
         if try await !engine.merchants().contains(where: { $0.id == "default" }) { _ = try await engine.addMerchant("default") }
         let key = try await engine.createAPIKey(merchantID: "default", name: "bench").secret
 
-        let server = try ServerProcess.start(databaseURL: bench.configuration.connectionString, connections: databaseConnections)
+        let server = try ServerProcess.start(databaseURL: bench.configuration.connectionString, connections: databaseConnections,
+                                             cachedOrders: cachedOrders)
         defer { server.stop() }
         let port = try await server.port()
-        print("orderflow serve (pid \(server.pid)) on port \(port), \(databaseConnections) database connections; \(connections) keep-alive connections vs \(connections) tasks calling the library")
+        let driver = chosenClient
+        print("orderflow serve (pid \(server.pid)) on port \(port), \(databaseConnections) database connections; \(connections) keep-alive connections (\(driver == .wrk ? "wrk, 2 threads" : "AsyncHTTPClient in this process")) vs \(connections) tasks calling the library")
         var configuration = HTTPClient.Configuration()
         configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
         configuration.httpVersion = .http1Only
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         let caller = Caller(client: client, base: "http://127.0.0.1:\(port)", key: key)
 
-        let ordersPerTurn = max(2_000, seconds * 8_000 / 4)
         var nextOrder = 0
-        func freshOrders() async throws -> Range<Int> {
+        func freshOrders(for side: Side) async throws -> Range<Int> {
             let orders = nextOrder..<(nextOrder + ordersPerTurn)
             nextOrder = orders.upperBound
-            try await createOrders(engine: engine, orders: orders)
+            if side == .library {
+                try await createOrders(engine: engine, orders: orders)
+            } else {
+                try await caller.createOrders(orders, prefix: "h-", concurrency: connections)
+            }
             return orders
         }
         // Warm both paths (connections, caches, the server's first requests).
-        let warm = try await freshOrders()
+        let warm = try await freshOrders(for: .http)
         _ = try await runHTTP(caller, orders: warm, seconds: 1, minimal: false)
         var rates: [Side: [Double]] = [:]
         for round in 0..<rounds {
@@ -92,11 +117,15 @@ struct HTTPBenchmark: AsyncParsableCommand {
             let sides = [Side.library, .http, .minimal]
             for turn in 0..<sides.count {
                 let side = sides[(turn + round) % sides.count]
-                let orders = try await freshOrders()
+                let orders = try await freshOrders(for: side)
                 let rate = switch side {
                 case .library: try await runLibrary(engine, orders: orders, seconds: seconds)
-                case .http: try await runHTTP(caller, orders: orders, seconds: seconds, minimal: false)
-                case .minimal: try await runHTTP(caller, orders: orders, seconds: seconds, minimal: true)
+                case .http, .minimal:
+                    switch driver {
+                    case .ahc: try await runHTTP(caller, orders: orders, seconds: seconds, minimal: side == .minimal)
+                    case .wrk: try await WrkRun(port: port, key: key, connections: connections, seconds: seconds)
+                        .advances(orders: orders, prefix: "h-", steps: Self.steps.map(\.1), minimal: side == .minimal)
+                    }
                 }
                 rates[side, default: []].append(rate)
                 print("  round \(round + 1)  \(side.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0))"
@@ -115,7 +144,7 @@ struct HTTPBenchmark: AsyncParsableCommand {
         print(String(format: "ratio http/library      %.2f   (goal ≥ 0.80; round by round %@)", http / library, byRound(.http)))
         print(String(format: "ratio http-min/library  %.2f   (round by round %@)", minimal / library, byRound(.minimal)))
 
-        let orders = try await freshOrders()
+        let orders = try await freshOrders(for: .http)
         let latencies = try await runFixedRate(caller, orders: orders, rate: rate, seconds: seconds)
         func percentile(_ p: Double) -> Double { latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
         print(String(format: "at %d advances/s for %d s: %d answered, p50 %.1f ms, p99 %.1f ms, max %.1f ms   (goal p99 ≤ 10 ms)",
@@ -209,6 +238,30 @@ private struct Caller: Sendable {
     let base: String
     let key: String
 
+    /// Creates the food orders `prefix` + each index through `POST /v1/orders`.
+    func createOrders(_ orders: Range<Int>, prefix: String, concurrency: Int) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for task in 0..<concurrency {
+                group.addTask {
+                    for index in stride(from: orders.lowerBound + task, to: orders.upperBound, by: concurrency) {
+                        var request = HTTPClientRequest(url: "\(base)/v1/orders")
+                        request.method = .POST
+                        request.headers.add(name: "Authorization", value: "Bearer \(key)")
+                        request.headers.add(name: "Content-Type", value: "application/json")
+                        request.headers.add(name: "Prefer", value: "return=minimal")
+                        request.body = .bytes(ByteBuffer(string: #"{"id": "\#(prefix)\#(index)", "workflow": "food-order", "attributes": {"merchantName": "Bench Bistro", "orderNumber": "\#(index)", "itemCount": 2}}"#))
+                        let response = try await client.execute(request, timeout: .seconds(30))
+                        let answer = try await response.body.collect(upTo: 1 << 20)
+                        guard response.status == .created || response.status == .ok || response.status == .noContent else {
+                            throw BenchError("creating \(prefix)\(index) answered \(response.status.code): \(String(buffer: answer).prefix(300))")
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
     /// `minimal`: with `Prefer: return=minimal` (a 204 without body).
     func advance(_ orderID: String, body: String, minimal: Bool) async throws {
         var request = HTTPClientRequest(url: "\(base)/v1/orders/\(orderID)/advance")
@@ -233,7 +286,7 @@ private final class ServerProcess: Sendable {
 
     struct UncheckedProcess: @unchecked Sendable { let process: Process }
 
-    static func start(databaseURL: String, connections: Int) throws -> ServerProcess {
+    static func start(databaseURL: String, connections: Int, cachedOrders: Int) throws -> ServerProcess {
         let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("orderflow")
         guard FileManager.default.isExecutableFile(atPath: binary.path) else {
             throw BenchError("\(binary.path) is missing; build it beside orderflow-bench (swift build -c release --product orderflow)")
@@ -242,7 +295,7 @@ private final class ServerProcess: Sendable {
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         let process = Process()
         process.executableURL = binary
-        process.arguments = ["serve", "--port", "0", "--no-worker", "--connections", "\(connections)"]
+        process.arguments = ["serve", "--port", "0", "--no-worker", "--connections", "\(connections)", "--cached-orders", "\(cachedOrders)"]
         var environment = ProcessInfo.processInfo.environment
         environment["ORDERFLOW_DATABASE_URL"] = databaseURL
         environment["ORDERFLOW_LOG_LEVEL"] = "warning"

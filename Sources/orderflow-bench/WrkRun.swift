@@ -1,0 +1,103 @@
+import Foundation
+import LocalPostgres
+
+/// Advances driven by `wrk` (Debian's package), the C load generator: keep-alive connections
+/// over two threads, each request built by a small Lua script that walks every order of the
+/// turn through the workflow's steps, one step of all its orders before the next.
+///
+/// Why not only AsyncHTTPClient: on this 2-core machine the client shares the cores with the
+/// server and PostgreSQL, and AsyncHTTPClient spends several times wrk's CPU per request, so an
+/// HTTP turn driven by it measures the client as much as the server (BENCHMARKS.md has both).
+struct WrkRun {
+    static var executable: String? {
+        ["/usr/bin/wrk", "/usr/local/bin/wrk"].first(where: FileManager.default.isExecutableFile(atPath:))
+    }
+
+    let port: Int
+    let key: String
+    let connections: Int
+    let seconds: Int
+    let threads = 2
+
+    /// Advances per second over the turn. Every answer must be the expected one (200 with the
+    /// result, or 204 with `minimal`): any other fails the run, with the first such answer.
+    func advances(orders: Range<Int>, prefix: String, steps: [String], minimal: Bool) async throws -> Double {
+        guard let wrk = Self.executable else { throw BenchError("wrk is not installed: apt-get install wrk") }
+        let directory = FileManager.default.temporaryDirectory
+        let script = directory.appendingPathComponent("orderflow-wrk-\(UUID().uuidString).lua")
+        let output = directory.appendingPathComponent("orderflow-wrk-\(UUID().uuidString).log")
+        try Self.script(steps: steps).write(to: script, atomically: true, encoding: .utf8)
+        defer {
+            try? FileManager.default.removeItem(at: script)
+            try? FileManager.default.removeItem(at: output)
+        }
+        let arguments = [
+            wrk, "-t", "\(threads)", "-c", "\(max(connections, threads))", "-d", "\(seconds)s", "--timeout", "30s",
+            "-s", script.path, "http://127.0.0.1:\(port)",
+            "--", prefix, "\(orders.lowerBound)", "\(orders.upperBound)", "\(threads)", minimal ? "1" : "0", key,
+        ]
+        let status = try await ChildProcess.run(arguments, environment: ProcessInfo.processInfo.environment, outputPath: output.path)
+        let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+        func number(after label: String) -> Double? {
+            text.split(separator: "\n").lazy.compactMap { line -> Double? in
+                guard let range = line.range(of: label) else { return nil }
+                return Double(line[range.upperBound...].trimmingCharacters(in: .whitespaces).prefix { !$0.isWhitespace })
+            }.first
+        }
+        guard status == 0, let rate = number(after: "Requests/sec:") else {
+            throw BenchError("wrk failed (exit \(status)): \(text.suffix(600))")
+        }
+        let unexpected = number(after: "orderflow-unexpected:") ?? 0
+        let walkedOff = number(after: "orderflow-walked-off:") ?? 0
+        guard unexpected == 0, walkedOff == 0 else {
+            throw BenchError("wrk: \(Int(unexpected)) unexpected answers, \(Int(walkedOff)) orders past their last step: \(text.suffix(600))")
+        }
+        return rate
+    }
+
+    /// The Lua script: thread t of n takes the orders first + t, first + t + n, …; its k-th
+    /// request advances its (k mod count)-th order by step k / count.
+    static func script(steps: [String]) -> String {
+        let bodies = steps.map { "[==[\($0)]==]" }.joined(separator: ", ")
+        return """
+        local threads, created = {}, 0
+        function setup(thread)
+          thread:set("id", created)
+          created = created + 1
+          table.insert(threads, thread)
+        end
+        function init(args)
+          prefix, first, last, count = args[1], tonumber(args[2]), tonumber(args[3]), tonumber(args[4])
+          expected = args[5] == "1" and 204 or 200
+          headers = {["Authorization"] = "Bearer " .. args[6], ["Content-Type"] = "application/json"}
+          if args[5] == "1" then headers["Prefer"] = "return=minimal" end
+          bodies = {\(bodies)}
+          mine = math.floor((last - first - id - 1) / count) + 1
+          sent, unexpected, walked, sample = 0, 0, 0, ""
+        end
+        function request()
+          local slot, step = sent % mine, math.floor(sent / mine) + 1
+          sent = sent + 1
+          if step > #bodies then walked = walked + 1; step = #bodies end
+          local path = "/v1/orders/" .. prefix .. (first + id + slot * count) .. "/advance"
+          return wrk.format("POST", path, headers, bodies[step])
+        end
+        function response(status, headers, body)
+          if status ~= expected then
+            unexpected = unexpected + 1
+            if sample == "" then sample = status .. " " .. string.sub(body or "", 1, 300) end
+          end
+        end
+        function done(summary, latency, requests)
+          local bad, off, first = 0, 0, ""
+          for _, thread in ipairs(threads) do
+            bad = bad + thread:get("unexpected")
+            off = off + thread:get("walked")
+            if first == "" then first = thread:get("sample") end
+          end
+          io.write(string.format("orderflow-unexpected: %d\\norderflow-walked-off: %d\\n", bad, off))
+          if first ~= "" then io.write("orderflow-first-unexpected: " .. first .. "\\n") end
+        end
+        """
+    }
+}
