@@ -21,7 +21,8 @@ import Synchronization
 // as the stand-in (Sources/LocalAPNS) already is: one frame-level handler per connection, a
 // request's HEADERS and DATA(end-stream) written together, one flush for all the streams made
 // ready in one event-loop tick, HPACK by NIOHPACK, answers matched by stream id. Measured
-// effect: BENCHMARKS.md, "Delivery", rows of 2026-11-26.
+// 2026-11-26 (BENCHMARKS.md, "Delivery"): 32k pushes/s against aioapns' 3.7k/s in the same run,
+// 8.7×, where AsyncHTTPClient gave 7–12k/s.
 //
 // What it keeps from AsyncHTTPClient: a connect timeout (TCP and TLS), a deadline per request
 // (waiting for a stream included), TLS 1.2+ with ALPN h2 and custom trust roots, the server's
