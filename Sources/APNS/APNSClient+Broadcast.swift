@@ -116,8 +116,10 @@ extension APNSClient {
             throw APNSTransportError(underlying: error, redactedDeviceToken: channelID.map { "channel " + $0 } ?? what)
         }
         guard (200..<300).contains(response.status.code) else {
-            let failure = self.failure(for: response, body: responseBody, apnsID: apnsID, providerToken: providerToken,
-                                       redactedToken: "", channelID: channelID ?? "")
+            let failure = self.failure(
+                status: Int(response.status.code), retryAfter: response.headers.first(name: "retry-after"),
+                body: responseBody, apnsID: apnsID, providerToken: providerToken,
+                redactedToken: "", channelID: channelID ?? "")
             let metadata: Logger.Metadata = ["apns.status": "\(failure.status)", "apns.reason": "\(failure.reason.rawValue)"]
             switch failure.action {
             case .configurationError, .credentialsError:

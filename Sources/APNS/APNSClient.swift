@@ -2,28 +2,30 @@ import AsyncHTTPClient
 import Foundation
 import Logging
 import NIOCore
+import NIOHPACK
 import NIOHTTP1
 import NIOSSL
 import Synchronization
 
 /// Sends notifications to APNs over HTTP/2 with token authentication.
 ///
-/// One client holds one `HTTPClient` per configured connection
-/// (``APNSClientConfiguration/connections``), each on its own event loop where the group has
-/// several; their connections stay open and are reused, and sends go to them in turn.
-/// AsyncHTTPClient negotiates HTTP/2 by ALPN and keeps to the stream limit the server announces. The client knows
-/// nothing of orders or workflows: it sends an ``APNSRequest`` and reports what APNs answered,
-/// classified by ``APNSFailureAction``.
+/// Pushes go over ``APNSClientConfiguration/connections`` HTTP/2 connections, each on its own
+/// event loop where the group has several; they stay open and are reused, and sends go to them
+/// in turn. The transport is written on swift-nio-http2 frames (APNSHTTP2Transport.swift says why
+/// and what it keeps); it negotiates HTTP/2 by ALPN and keeps to the stream limit the server
+/// announces. Broadcasts and channel requests, which are few, go through AsyncHTTPClient. The
+/// client knows nothing of orders or workflows: it sends an ``APNSRequest`` and reports what APNs
+/// answered, classified by ``APNSFailureAction``.
 ///
 /// Call ``shutdown()`` before the client is released.
 public final class APNSClient: Sendable {
     public let configuration: APNSClientConfiguration
-    // Internal rather than private: the broadcast and channel requests (APNSClient+Broadcast.swift) use them too.
-    let httpClients: [HTTPClient]
-    /// The first connection's client: the broadcast and channel requests, which are few, go there.
-    var httpClient: HTTPClient { self.httpClients[0] }
-    /// How many sends were handed out, to spread them over ``httpClients`` in turn.
-    private let sendCount = Atomic<Int>(0)
+    /// Where pushes go (``send(_:)``).
+    let transport: APNSHTTP2Transport
+    /// For the broadcast and channel requests (APNSClient+Broadcast.swift): few, so they keep
+    /// AsyncHTTPClient, which connects only when one is made.
+    let httpClient: HTTPClient
+    private let shutDown = Atomic<Bool>(false)
     let providerTokens: any APNSProviderTokenSource
     let inFlight: AsyncSemaphore
     private let devicePathPrefix: String
@@ -61,6 +63,7 @@ public final class APNSClient: Sendable {
             decompression: .disabled
         )
         httpConfiguration.httpVersion = .automatic
+        let endpoint = try APNSHTTP2Transport.endpoint(of: baseURL)
 
         self.configuration = configuration
         self.providerTokens = providerTokens?(signingKey) ?? APNSProviderTokenFactory(
@@ -69,33 +72,33 @@ public final class APNSClient: Sendable {
             currentTime: currentTime
         )
         self.inFlight = AsyncSemaphore(permits: configuration.maximumConcurrentRequests)
-        self.devicePathPrefix = baseURL + "/3/device/"
+        self.devicePathPrefix = endpoint.pathPrefix + "/3/device/"
         self.logger = logger
-        // One HTTPClient per connection, each pinned to one loop of the group (an EventLoop is a
-        // group of one): a single client would keep every stream of the endpoint on one connection
-        // and one thread.
-        let loops = Array(eventLoopGroup.makeIterator())
-        self.httpClients = (0..<configuration.connections).map { index in
-            HTTPClient(
-                eventLoopGroup: loops.isEmpty ? eventLoopGroup : loops[index % loops.count],
-                configuration: httpConfiguration,
-                backgroundActivityLogger: logger
-            )
-        }
+        // The connections go on different loops of the group (an EventLoop is a group of one):
+        // one connection would keep every stream of the endpoint on one thread.
+        self.transport = try APNSHTTP2Transport(
+            endpoint: endpoint,
+            tlsConfiguration: tls,
+            connections: configuration.connections,
+            eventLoopGroup: eventLoopGroup,
+            connectTimeout: TimeAmount(configuration.timeouts.connect),
+            idleTimeout: TimeAmount(configuration.timeouts.idleConnection),
+            logger: logger
+        )
+        self.httpClient = HTTPClient(
+            eventLoopGroup: eventLoopGroup,
+            configuration: httpConfiguration,
+            backgroundActivityLogger: logger
+        )
     }
 
-    /// Closes the connections. Sends after this fail with a transport error.
+    /// Closes the connections. Sends after this fail with a transport error. A second call does nothing.
     public func shutdown() async throws {
-        var firstError: (any Error)?
-        for client in self.httpClients {
-            do {
-                try await client.shutdown()
-            } catch {
-                firstError = firstError ?? error
-            }
-        }
-        if let firstError { throw firstError }
+        guard !self.shutDown.exchange(true, ordering: .relaxed) else { return }
+        await self.transport.shutdown()
+        try await self.httpClient.shutdown()
     }
+
 
     /// Sends one notification and returns once APNs has answered.
     ///
@@ -127,35 +130,30 @@ public final class APNSClient: Sendable {
         defer { self.inFlight.release() }
 
         let providerToken = try await self.providerTokens.providerToken()
-        var httpRequest = HTTPClientRequest(url: self.devicePathPrefix + request.deviceToken)
-        httpRequest.method = .POST
-        httpRequest.headers.reserveCapacity(8)
-        httpRequest.headers.add(name: "authorization", value: "bearer " + providerToken.jwt)
-        httpRequest.headers.add(name: "apns-push-type", value: request.pushType.rawValue)
-        httpRequest.headers.add(name: "apns-topic", value: request.headerTopic)
-        httpRequest.headers.add(name: "apns-priority", value: String(request.priority.rawValue))
-        httpRequest.headers.add(name: "apns-id", value: apnsIDText)
+        // Values that differ per request (path, apns-id) stay out of the HPACK table; the
+        // token and the other headers repeat and are indexed.
+        var headers = self.transport.makeHeaders(path: self.devicePathPrefix + request.deviceToken)
+        headers.add(name: "authorization", value: "bearer " + providerToken.jwt)
+        headers.add(name: "apns-push-type", value: request.pushType.rawValue)
+        headers.add(name: "apns-topic", value: request.headerTopic)
+        headers.add(name: "apns-priority", value: String(request.priority.rawValue))
+        headers.add(name: "apns-id", value: apnsIDText, indexing: .nonIndexable)
         if let expiration = request.expiration {
-            httpRequest.headers.add(name: "apns-expiration", value: String(expiration))
+            headers.add(name: "apns-expiration", value: String(expiration))
         }
         if let collapseID = request.collapseID {
-            httpRequest.headers.add(name: "apns-collapse-id", value: collapseID)
+            headers.add(name: "apns-collapse-id", value: collapseID)
         }
-        httpRequest.headers.add(name: "content-type", value: "application/json")
-        httpRequest.body = .bytes(ByteBuffer(bytes: request.payload))
+        headers.add(name: "content-type", value: "application/json")
+        headers.add(name: "content-length", value: String(request.payload.count))
 
-        let response: HTTPClientResponse
-        let body: ByteBuffer
+        let response: APNSHTTP2Response
         do {
-            let turn = self.sendCount.wrappingAdd(1, ordering: .relaxed).oldValue
-            let httpClient = self.httpClients[Int(UInt(bitPattern: turn) % UInt(self.httpClients.count))]
-            response = try await httpClient.execute(
-                httpRequest,
-                deadline: .now() + TimeAmount(self.configuration.timeouts.request),
-                logger: logger
+            response = try await self.transport.execute(
+                headers: headers,
+                body: ByteBuffer(bytes: request.payload),
+                deadline: .now() + TimeAmount(self.configuration.timeouts.request)
             )
-            // Always drain the body so the stream is released; APNs' bodies are small.
-            body = try await response.body.collect(upTo: 64 * 1024)
         } catch {
             if Task.isCancelled {
                 throw CancellationError()
@@ -167,11 +165,12 @@ public final class APNSClient: Sendable {
         // APNs echoes the apns-id it was sent: compare the text before parsing a UUID.
         let answeredText = response.headers.first(name: "apns-id")
         let answeredID = answeredText == apnsIDText ? apnsID : answeredText.flatMap(UUID.init(uuidString:))
-        guard response.status == .ok else {
+        guard response.status == 200 else {
             let logger = verbose ? logger : decorated(logger)
             let failure = self.failure(
-                for: response,
-                body: body,
+                status: response.status,
+                retryAfter: response.headers.first(name: "retry-after"),
+                body: response.body ?? ByteBuffer(),
                 apnsID: answeredID ?? apnsID,
                 providerToken: providerToken,
                 redactedToken: redactedToken
@@ -193,7 +192,7 @@ public final class APNSClient: Sendable {
             throw failure
         }
         logger.trace("APNs accepted the notification")
-        return APNSSendResult(apnsID: answeredID ?? apnsID, status: Int(response.status.code))
+        return APNSSendResult(apnsID: answeredID ?? apnsID, status: response.status)
     }
 
     /// `uuid` as 36 lower-case characters (what APNs sends back), without Foundation's
@@ -218,14 +217,14 @@ public final class APNSClient: Sendable {
     }
 
     func failure(
-        for response: HTTPClientResponse,
+        status: Int,
+        retryAfter retryAfterText: String?,
         body: ByteBuffer,
         apnsID: UUID,
         providerToken: APNSProviderToken,
         redactedToken: String,
         channelID: String? = nil
     ) -> APNSError {
-        let status = Int(response.status.code)
         let decoded = try? JSONDecoder().decode(ErrorBody.self, from: Data(body.readableBytesView))
         let reason: APNSErrorReason
         if let text = decoded?.reason {
@@ -236,7 +235,7 @@ public final class APNSClient: Sendable {
             reason = .unknown(String(text.prefix(200)))
         }
         let timestamp = decoded?.timestamp.map { Date(timeIntervalSince1970: $0 / 1000) }
-        let retryAfter = response.headers.first(name: "retry-after").flatMap { Int($0) }.map { Duration.seconds($0) }
+        let retryAfter = retryAfterText.flatMap { Int($0) }.map { Duration.seconds($0) }
 
         var action = reason.action(status: status, retryAfter: retryAfter)
         if reason == .expiredProviderToken, !self.providerTokens.providerTokenExpired(providerToken) {

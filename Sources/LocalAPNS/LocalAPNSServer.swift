@@ -182,6 +182,20 @@ public final class LocalAPNSServer: Sendable {
         }
     }
 
+    /// Sends GOAWAY on every open connection, as APNs does before it closes one (maintenance,
+    /// a server going down): streams already open are still answered, the client must open a new
+    /// connection for more. Connections stay open until the client closes them.
+    public func goAway() async {
+        let connections = self.state.withLock { Array($0.connections.values) }
+        for connection in connections {
+            let frame = HTTP2Frame(
+                streamID: .rootStream,
+                payload: .goAway(lastStreamID: .maxID, errorCode: .noError, opaqueData: nil)
+            )
+            try? await connection.writeAndFlush(frame)
+        }
+    }
+
     private func track(_ channel: any Channel) {
         let id = ObjectIdentifier(channel)
         self.state.withLock { state in
