@@ -107,6 +107,24 @@ struct FeedAndAppDoorTests {
         await fixture.shutdown()
     }
 
+    @Test("replicas that make a merchant's first client secret at once agree on its key, without an error")
+    func firstClientSecretsAtOnce() async throws {
+        let fixture = try await EngineFixture.make()
+        // Each replica has an empty memory, so each goes to the database for the key; the
+        // statements that lose the insert race must still read the winner's key.
+        let replicas = (0..<16).map { _ in
+            OrderFlowEngine(configuration: OrderFlowConfiguration(database: fixture.database, merchantID: "first-use", maximumConnections: 2))
+        }
+        let secrets = try await withThrowingTaskGroup(of: String.self) { group in
+            for replica in replicas { group.addTask { try await replica.clientSecret(forOrder: "1042") } }
+            return try await group.reduce(into: [String]()) { $0.append($1) }
+        }
+        #expect(secrets.count == 16)
+        #expect(Set(secrets).count == 1, "every replica signs with the one stored key")
+        for replica in replicas { await replica.shutdown() }
+        await fixture.shutdown()
+    }
+
     @Test("an activity the customer dismissed is sent nothing more; applied content is recorded")
     func dismissedActivityIsLeftAlone() async throws {
         let h = try await WorkerHarness.make()

@@ -162,7 +162,7 @@ struct MerchantStore: Sendable {
     /// The merchant's client-secret key, stored on first use: a concurrent first use keeps
     /// whichever key was inserted first, and both callers get that one.
     func clientKey(merchantID: String, candidate: Data) async throws -> Data {
-        let text: String = try await pool.query(PostgresQuery("""
+        var rows = try await pool.query(PostgresQuery("""
             WITH inserted AS (
                 INSERT INTO merchant_client_keys (merchant_id, key) VALUES ($1, decode($2, 'base64'))
                 ON CONFLICT (merchant_id) DO NOTHING
@@ -172,7 +172,15 @@ struct MerchantStore: Sendable {
             UNION ALL
             SELECT encode(key, 'base64') FROM merchant_client_keys WHERE merchant_id = $1
             LIMIT 1
-            """, merchantID, candidate.base64EncodedString())).single().decode("key")
+            """, merchantID, candidate.base64EncodedString()))
+        if rows.count == 0 {
+            // Another caller's insert committed while this statement waited on it: the insert
+            // did nothing, and the statement's snapshot, taken before that commit, cannot see
+            // the row. A new statement does.
+            rows = try await pool.query(PostgresQuery(
+                "SELECT encode(key, 'base64') AS key FROM merchant_client_keys WHERE merchant_id = $1", merchantID))
+        }
+        let text: String = try rows.single().decode("key")
         guard let key = Data(base64Encoded: text, options: .ignoreUnknownCharacters), key.count == 32 else {
             throw OrderFlowError(.unexpected, "the stored client-secret key of merchant \(merchantID) is damaged")
         }
