@@ -105,13 +105,11 @@ public final class OrderFlowWorker: Service, Sendable {
             "orderflow.wake": "\(wakeSources)",
         ])
         await withGracefulShutdownHandler {
+            // The engine's commits in this process ring the doorbell from the committing task.
+            let doorbell = self.doorbell
+            let subscription = wakeSignal?.subscribe { doorbell.ring() }
+            defer { subscription?.cancel() }
             await withTaskGroup(of: Void.self) { helpers in
-                if let wakeSignal {
-                    let doorbell = self.doorbell
-                    helpers.addTask {
-                        for await _ in wakeSignal.wakeUps() { doorbell.ring() }
-                    }
-                }
                 if let listener {
                     helpers.addTask { await self.forwardNotifications(from: listener) }
                 }
@@ -128,7 +126,7 @@ public final class OrderFlowWorker: Service, Sendable {
             }
         } onGracefulShutdown: {
             self.stopping.set()
-            self.doorbell.ring()
+            self.doorbell.ringAll()
         }
         if Task.isCancelled {
             logger.info("worker cancelled; its leases expire on their own")
@@ -160,18 +158,19 @@ public final class OrderFlowWorker: Service, Sendable {
     }
 
     /// One claim loop: claim a batch, send it, record it; when a claim comes back empty, wait
-    /// for a wake-up or the next poll.
+    /// for a wake-up (a ring that came while every loop was busy is answered at once) or the
+    /// next poll.
     private func claimLoop(lane: Int) async {
         var idle = configuration.idlePollMinimum
         var failures = 0
         while !stopping.isSet && !Task.isCancelled {
-            let ticket = doorbell.ticket
-            let claimed: [OutboxStore.OrderKey]
+            let claimed: OutboxStore.ClaimedBatch
             do {
                 // The orders of paused or held-back merchants wait in the queue; the others flow.
                 claimed = try await store.claim(
                     workerID: configuration.workerID, limit: configuration.batchSize, lease: configuration.lease,
-                    merchants: configuration.merchants, excluding: await heldMerchants())
+                    merchants: configuration.merchants, excluding: await heldMerchants(),
+                    maximumTransitions: configuration.maximumTransitionsMerged)
                 failures = 0
             } catch {
                 if Task.isCancelled { return }
@@ -183,7 +182,7 @@ public final class OrderFlowWorker: Service, Sendable {
                 await stopping.wait(timeout: .seconds(delay))
                 continue
             }
-            if claimed.isEmpty {
+            if claimed.keys.isEmpty {
                 // Nothing due: sleep until a wake-up, the next poll or a deferral falls due.
                 var timeout = idle.inSeconds
                 let due = nextDeferral.withLock { $0 }
@@ -195,25 +194,29 @@ public final class OrderFlowWorker: Service, Sendable {
                         timeout = min(timeout, untilDue + 0.001)
                     }
                 }
-                await doorbell.wait(after: ticket, timeout: .seconds(timeout))
-                idle = doorbell.ticket != ticket
-                    ? configuration.idlePollMinimum
-                    : min(idle * 2, configuration.idlePollMaximum)
+                // Woken for work: poll soon after it. A poll that found nothing, while other
+                // loops take the rings, backs off (idle loops polling every 5 ms took as many
+                // claims as the work did).
+                let rung = await doorbell.waitForWork(timeout: .seconds(timeout))
+                idle = rung ? configuration.idlePollMinimum : min(idle * 2, configuration.idlePollMaximum)
                 continue
             }
             idle = configuration.idlePollMinimum
+            // A full batch: more may be waiting; another loop claims them meanwhile.
+            if claimed.keys.count >= configuration.batchSize { doorbell.ring() }
             await dispatch(claimed)
         }
     }
 
     // MARK: One batch
 
-    /// Loads, merges, sends and records one claimed batch. Errors are logged; leases of orders
-    /// that could not be finished are given back (or, when the task is cancelled, left to expire).
-    private func dispatch(_ keys: [OutboxStore.OrderKey]) async {
+    /// Merges, sends and records one claimed batch. Errors are logged; leases of orders that
+    /// could not be finished are given back (or, when the task is cancelled, left to expire).
+    private func dispatch(_ batch: OutboxStore.ClaimedBatch) async {
+        let keys = batch.keys
         let orders: [OutboxOrder]
         do {
-            orders = try await store.load(keys, maximumTransitions: configuration.maximumTransitionsMerged)
+            orders = try batch.orders.get()
         } catch {
             logger.error("cannot read claimed orders; releasing them", metadata: ["orderflow.error": "\(error)"])
             if !Task.isCancelled { try? await store.release(workerID: configuration.workerID, keys) }
