@@ -14,16 +14,7 @@ struct OutboxStore: Sendable {
 
     // MARK: Claim
 
-    /// Keys of the orders a claim leased, and what was read of them (or why it could not be).
-    struct ClaimedBatch: Sendable {
-        var keys: [OrderKey]
-        var orders: Result<[OutboxOrder], any Error>
-    }
-
-    /// Leases up to `limit` orders that have commands due and no live lease, and reads them
-    /// with their due commands, followers' activities and tokens, and the transitions not every
-    /// follower has seen (at most `maximumTransitions` newest, always including the current
-    /// one): one statement, one round trip, one snapshot, so an order and its history agree.
+    /// Leases up to `limit` orders that have commands due and no live lease.
     ///
     /// Candidates come from the ready commands in `(available_at, id)` order (the index), joined
     /// to their orders so that orders leased by other workers are passed over; the order rows
@@ -31,16 +22,8 @@ struct OutboxStore: Sendable {
     /// order, and an order being moved by the engine is taken next time) and leased.
     /// Only the orders of `merchants` (a NULL set is every merchant's), none of `excluded`'s
     /// (merchants whose pushes are paused or held back).
-    ///
-    /// The read sees the statement's snapshot, as the sub-statements of a `WITH` do: an advance
-    /// that commits while the statement runs is not read, nor are its commands, which stay for
-    /// the next claim. Claiming and reading were two round trips before; the second was on every
-    /// push's way.
-    func claim(
-        workerID: String, limit: Int, lease: Duration, merchants: MerchantScope, excluding excluded: [String] = [],
-        maximumTransitions: Int
-    ) async throws -> ClaimedBatch {
-        let rows = try await pool.query(PostgresQuery("""
+    func claim(workerID: String, limit: Int, lease: Duration, merchants: MerchantScope, excluding excluded: [String] = []) async throws -> [OrderKey] {
+        try await pool.query(PostgresQuery("""
             WITH candidates AS (
                 SELECT DISTINCT ready.merchant_id, ready.order_id
                 FROM (
@@ -61,13 +44,24 @@ struct OutboxStore: Sendable {
                 WHERE o.dispatch_lease_until IS NULL OR o.dispatch_lease_until < now()
                 LIMIT $2
                 FOR UPDATE OF o SKIP LOCKED
-            ), claimed AS (
-                UPDATE orders o
-                SET dispatch_lease_until = now() + make_interval(secs => $3), dispatch_owner = $1
-                FROM locked
-                WHERE o.merchant_id = locked.merchant_id AND o.order_id = locked.order_id
-                RETURNING o.merchant_id, o.order_id
             )
+            UPDATE orders o
+            SET dispatch_lease_until = now() + make_interval(secs => $3), dispatch_owner = $1
+            FROM locked
+            WHERE o.merchant_id = locked.merchant_id AND o.order_id = locked.order_id
+            RETURNING o.merchant_id, o.order_id
+            """, workerID, limit, lease.inSeconds, merchants.boundMerchantIDs, excluded)
+        ).map { OrderKey(merchantID: try $0.decode("merchant_id"), orderID: try $0.decode("order_id")) }
+    }
+
+    // MARK: Load
+
+    /// Reads the claimed orders with their due commands, followers' activities and tokens, and
+    /// the transitions not every follower has seen (at most `maximumTransitions` newest, always
+    /// including the current one): one snapshot, so an order and its history agree.
+    func load(_ keys: [OrderKey], maximumTransitions: Int) async throws -> [OutboxOrder] {
+        guard !keys.isEmpty else { return [] }
+        let rows = try await pool.query(PostgresQuery("""
             SELECT o.merchant_id, o.order_id, o.workflow_name, o.workflow_version, o.state, o.seq, o.attributes,
                    COALESCE((SELECT t.input FROM order_transitions t
                              WHERE t.merchant_id = o.merchant_id AND t.order_id = o.order_id AND t.seq = 1),
@@ -117,7 +111,7 @@ struct OutboxStore: Sendable {
                                          SELECT c.last_seq FROM order_channels c
                                          WHERE c.merchant_id = o.merchant_id AND c.order_id = o.order_id))
                                    ORDER BY t.seq DESC
-                                   LIMIT $6) h),
+                                   LIMIT $3) h),
                             '[]'::json) AS transitions,
                    (SELECT json_build_object(
                                'state', c.state, 'channelID', c.channel_id, 'bundleID', c.bundle_id,
@@ -129,13 +123,9 @@ struct OutboxStore: Sendable {
                     FROM order_channels c
                     WHERE c.merchant_id = o.merchant_id AND c.order_id = o.order_id) AS channel
             FROM orders o
-            JOIN claimed k ON o.merchant_id = k.merchant_id AND o.order_id = k.order_id
-            """, workerID, limit, lease.inSeconds, merchants.boundMerchantIDs, excluded, maximumTransitions))
-        let keys = try rows.map { OrderKey(merchantID: try $0.decode("merchant_id"), orderID: try $0.decode("order_id")) }
-        return ClaimedBatch(keys: keys, orders: Result { try Self.decodeOrders(rows) })
-    }
-
-    private static func decodeOrders(_ rows: PostgresRows) throws -> [OutboxOrder] {
+            JOIN unnest($1::text[], $2::text[]) AS k(merchant_id, order_id)
+              ON o.merchant_id = k.merchant_id AND o.order_id = k.order_id
+            """, keys.map(\.merchantID), keys.map(\.orderID), maximumTransitions))
         let decoder = JSONDecoder()
         return try rows.map { row in
             OutboxOrder(

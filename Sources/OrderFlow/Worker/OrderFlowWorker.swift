@@ -164,13 +164,12 @@ public final class OrderFlowWorker: Service, Sendable {
         var idle = configuration.idlePollMinimum
         var failures = 0
         while !stopping.isSet && !Task.isCancelled {
-            let claimed: OutboxStore.ClaimedBatch
+            let claimed: [OutboxStore.OrderKey]
             do {
                 // The orders of paused or held-back merchants wait in the queue; the others flow.
                 claimed = try await store.claim(
                     workerID: configuration.workerID, limit: configuration.batchSize, lease: configuration.lease,
-                    merchants: configuration.merchants, excluding: await heldMerchants(),
-                    maximumTransitions: configuration.maximumTransitionsMerged)
+                    merchants: configuration.merchants, excluding: await heldMerchants())
                 failures = 0
             } catch {
                 if Task.isCancelled { return }
@@ -182,7 +181,7 @@ public final class OrderFlowWorker: Service, Sendable {
                 await stopping.wait(timeout: .seconds(delay))
                 continue
             }
-            if claimed.keys.isEmpty {
+            if claimed.isEmpty {
                 // Nothing due: sleep until a wake-up, the next poll or a deferral falls due.
                 var timeout = idle.inSeconds
                 let due = nextDeferral.withLock { $0 }
@@ -203,20 +202,19 @@ public final class OrderFlowWorker: Service, Sendable {
             }
             idle = configuration.idlePollMinimum
             // A full batch: more may be waiting; another loop claims them meanwhile.
-            if claimed.keys.count >= configuration.batchSize { doorbell.ring() }
+            if claimed.count >= configuration.batchSize { doorbell.ring() }
             await dispatch(claimed)
         }
     }
 
     // MARK: One batch
 
-    /// Merges, sends and records one claimed batch. Errors are logged; leases of orders that
-    /// could not be finished are given back (or, when the task is cancelled, left to expire).
-    private func dispatch(_ batch: OutboxStore.ClaimedBatch) async {
-        let keys = batch.keys
+    /// Loads, merges, sends and records one claimed batch. Errors are logged; leases of orders
+    /// that could not be finished are given back (or, when the task is cancelled, left to expire).
+    private func dispatch(_ keys: [OutboxStore.OrderKey]) async {
         let orders: [OutboxOrder]
         do {
-            orders = try batch.orders.get()
+            orders = try await store.load(keys, maximumTransitions: configuration.maximumTransitionsMerged)
         } catch {
             logger.error("cannot read claimed orders; releasing them", metadata: ["orderflow.error": "\(error)"])
             if !Task.isCancelled { try? await store.release(workerID: configuration.workerID, keys) }
