@@ -17,11 +17,9 @@ public struct OrderFlowConfiguration: Sendable {
     public var acquireTimeout: Duration = .seconds(10)
     /// Wake workers in other processes with a `pg_notify` after a commit, at most once per
     /// `notifyInterval` (never inside the transition's transaction: NOTIFY serialises commits).
-    /// A commit inside an interval waits for the notify at its end: the interval is the most a
-    /// worker elsewhere hears of a commit late. Default true, 5 ms (at most 200 notifies a
-    /// second; 20 ms, before, was most of the commit-to-push time of a worker in its own process).
+    /// Default true, 20 ms.
     public var notifyWorkers: Bool = true
-    public var notifyInterval: Duration = .milliseconds(5)
+    public var notifyInterval: Duration = .milliseconds(20)
     /// Orders whose state this process remembers between advances, so that an advance of an
     /// order it created or moved costs one round trip. 0 turns the cache off. Default 10,000.
     public var cachedOrders: Int = 10_000
