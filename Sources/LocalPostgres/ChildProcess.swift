@@ -11,18 +11,26 @@ public enum ChildProcess {
     }
 
     /// Runs `arguments[0]` with `arguments`, stdin from /dev/null, stdout and stderr into
-    /// `outputPath`; returns the exit status.
-    public static func run(_ arguments: [String], environment: [String: String], outputPath: String) async throws -> Int32 {
+    /// `outputPath`; returns the exit status. `started` gets the child's process id once it runs
+    /// (to signal it or read its `/proc` entry meanwhile).
+    public static func run(
+        _ arguments: [String], environment: [String: String], outputPath: String,
+        started: @escaping @Sendable (pid_t) -> Void = { _ in }
+    ) async throws -> Int32 {
         try await withCheckedThrowingContinuation { continuation in
             let thread = Thread {
-                continuation.resume(with: Result { try runBlocking(arguments, environment: environment, outputPath: outputPath) })
+                continuation.resume(with: Result {
+                    try runBlocking(arguments, environment: environment, outputPath: outputPath, started: started)
+                })
             }
             thread.name = "orderflow child process"
             thread.start()
         }
     }
 
-    private static func runBlocking(_ arguments: [String], environment: [String: String], outputPath: String) throws -> Int32 {
+    private static func runBlocking(
+        _ arguments: [String], environment: [String: String], outputPath: String, started: (pid_t) -> Void
+    ) throws -> Int32 {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -61,6 +69,7 @@ public enum ChildProcess {
         guard spawned == 0 else {
             throw Failure(description: "cannot run \(arguments[0]): \(String(cString: strerror(spawned)))")
         }
+        started(pid)
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 {
             guard errno == EINTR else { throw Failure(description: "lost track of \(arguments[0]) (waitpid failed)") }

@@ -18,6 +18,7 @@ public final class WakeSignal: Sendable {
         var lastNotify: ContinuousClock.Instant?
         var trailingScheduled = false
         var waiters: [Int: AsyncStream<Void>.Continuation] = [:]
+        var handlers: [Int: @Sendable () -> Void] = [:]
         var nextID = 0
     }
 
@@ -42,21 +43,42 @@ public final class WakeSignal: Sendable {
         return stream
     }
 
+    /// Calls `handler` in the committing task after every commit that enqueued commands, until
+    /// the returned subscription is cancelled: no task hop between the commit and a worker's
+    /// wake-up (a stream's consumer waits for a thread of the busy concurrency pool first).
+    /// `handler` must return at once.
+    func subscribe(_ handler: @escaping @Sendable () -> Void) -> Subscription {
+        let id = state.withLock { state in
+            defer { state.nextID += 1 }
+            state.handlers[state.nextID] = handler
+            return state.nextID
+        }
+        return Subscription { [weak self] in _ = self?.state.withLock { $0.handlers.removeValue(forKey: id) } }
+    }
+
+    /// Ends a ``subscribe(_:)`` when cancelled.
+    struct Subscription: Sendable {
+        let cancel: @Sendable () -> Void
+    }
+
     /// Call after a commit that enqueued commands. Returns at once: the NOTIFY, when one is due,
     /// is sent by a task of its own, so that no caller's advance waits for a second round trip.
     func signal() {
         let now = ContinuousClock.now
         let interval = self.interval
-        let (waiters, action) = state.withLock { state -> ([AsyncStream<Void>.Continuation], NotifyAction) in
+        let (waiters, handlers, action) = state.withLock {
+            state -> ([AsyncStream<Void>.Continuation], [@Sendable () -> Void], NotifyAction) in
             let waiters = Array(state.waiters.values)
+            let handlers = Array(state.handlers.values)
             guard let last = state.lastNotify, now - last < interval else {
                 state.lastNotify = now
-                return (waiters, .now)
+                return (waiters, handlers, .now)
             }
-            if state.trailingScheduled { return (waiters, .none) }
+            if state.trailingScheduled { return (waiters, handlers, .none) }
             state.trailingScheduled = true
-            return (waiters, .after(last + interval - now))
+            return (waiters, handlers, .after(last + interval - now))
         }
+        for handler in handlers { handler() }
         for waiter in waiters { waiter.yield() }
         guard let pool else { return }
         switch action {

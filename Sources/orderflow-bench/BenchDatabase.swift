@@ -11,6 +11,8 @@ import WorkflowKit
 /// running (its data stays, for the next run). One that was already running is left running.
 struct BenchDatabase {
     let configuration: PostgresConfiguration
+    /// The run's database as a URL, for programs this benchmark starts (it may hold a password).
+    let url: String
     let name: String
     let server: PostgresConfiguration
     /// The private cluster, when this run started it.
@@ -39,13 +41,11 @@ struct BenchDatabase {
         }
         let server = try PostgresConfiguration(serverURL)
         let name = "orderflow_bench_\(Int(Date().timeIntervalSince1970))"
+        var components = URLComponents(string: serverURL)!
+        components.path = "/" + name
+        let url = components.string!
         let bench = BenchDatabase(
-            configuration: try {
-                var components = URLComponents(string: serverURL)!
-                components.path = "/" + name
-                return try PostgresConfiguration(components.string!)
-            }(),
-            name: name, server: server, startedCluster: startedCluster)
+            configuration: try PostgresConfiguration(url), url: url, name: name, server: server, startedCluster: startedCluster)
         do {
             try await PostgresConnection.withConnection(server) { connection in
                 // CREATE DATABASE takes no parameters; the name is built from the clock above.

@@ -17,7 +17,7 @@ import Synchronization
 /// of one order race. Steps of one order may come closer than 1 s, so the worker merges some
 /// pushes: this mode measures committing and draining, not per-push latency.
 extension EndToEndBenchmark {
-    func measureOverload(engine: OrderFlowEngine, apns: BenchAPNS, bench: BenchDatabase) async throws {
+    func measureOverload(engine: OrderFlowEngine, apns: BenchAPNS, bench: BenchDatabase, worker: SeparateWorker?) async throws {
         let orderCount = overloadOrders
         print("preparing \(orderCount) orders, each followed by a device with an activity token…")
         let prepared = ContinuousClock.now
@@ -59,7 +59,8 @@ extension EndToEndBenchmark {
         }
 
         print("")
-        print("e2e --overload: \(seconds) s a phase, engine pool \(connections) connections (callers wait at most \(acquireTimeout) s), worker in process (pool of 6), local APNs")
+        print("e2e --overload: \(seconds) s a phase, engine pool \(connections) connections (callers wait at most \(acquireTimeout) s), "
+              + (worker == nil ? "worker in process (pool of 6)" : "worker in its own process (orderflow worker run)") + ", local APNs")
         print("phase (driven s)          committed   /s      vs C   refused busy (p50 / p99 to refusal)   other failures   advance p50 / p99    outbox max   drain")
         for phase in phases {
             print(phase.line(capacity: capacityRate))

@@ -43,6 +43,14 @@ struct EndToEndBenchmark: AsyncParsableCommand {
     var overload = false
     @Option(help: "Orders prepared for --overload (each takes four advances).") var overloadOrders = 16_000
     @Option(help: "Seconds a caller may wait for a pooled connection (the engine's acquireTimeout).") var acquireTimeout = 10.0
+    @Flag(help: "Run the worker in its own process as operators do (`orderflow worker run`, woken through LISTEN/NOTIFY), not in this one.")
+    var separateWorker = false
+    @Option(help: "The orderflow executable for --separate-worker (default: the one beside this program).")
+    var workerExecutable: String?
+    @Option(help: "Milliseconds between two NOTIFYs of the engine (its notifyInterval; default: the engine's).")
+    var notifyInterval: Int?
+    @Option(help: "Claim loops of the worker in this process (its concurrentBatches; default: the worker's).")
+    var lanes: Int?
 
     static let steps: [(String, JSONValue)] = [
         ("accept", ["eta": "+20m"]), ("ready", [:]), ("dispatch", ["eta": "+15m", "driver": "Sam"]), ("deliver", [:]),
@@ -58,21 +66,22 @@ struct EndToEndBenchmark: AsyncParsableCommand {
         let apns = try await BenchAPNS.start(recordsPushes: true)
         let outcome: Result<Void, any Error>
         do {
-            var configuration = apns.hostConfiguration(database: bench.configuration, connections: connections, workerID: "bench-e2e")
-            if overload { configuration.engine.cachedOrders = overloadOrders + 1 }
-            configuration.engine.acquireTimeout = .milliseconds(Int64(acquireTimeout * 1000))
-            let host = try OrderFlowHost(configuration: configuration, logger: logger)
-            do {
-                _ = try await host.engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
-            } catch {
-                await host.shutdown()
-                throw error
-            }
-            try await whileRunning(host, logger: logger) {
-                if overload {
-                    try await measureOverload(engine: host.engine, apns: apns, bench: bench)
-                } else {
-                    try await measure(engine: host.engine, apns: apns, bench: bench)
+            if separateWorker {
+                try await runWithSeparateWorker(apns: apns, bench: bench, logger: logger)
+            } else {
+                var configuration = apns.hostConfiguration(database: bench.configuration, connections: connections, workerID: "bench-e2e")
+                if overload { configuration.engine.cachedOrders = overloadOrders + 1 }
+                configuration.engine.acquireTimeout = .milliseconds(Int64(acquireTimeout * 1000))
+                if let lanes { configuration.worker.concurrentBatches = lanes }
+                let host = try OrderFlowHost(configuration: configuration, logger: logger)
+                do {
+                    _ = try await host.engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
+                } catch {
+                    await host.shutdown()
+                    throw error
+                }
+                try await whileRunning(host, logger: logger) {
+                    try await drive(engine: host.engine, apns: apns, bench: bench, worker: nil)
                 }
             }
             outcome = .success(())
@@ -84,7 +93,49 @@ struct EndToEndBenchmark: AsyncParsableCommand {
         try outcome.get()
     }
 
-    private func measure(engine: OrderFlowEngine, apns: BenchAPNS, bench: BenchDatabase) async throws {
+    private func drive(engine: OrderFlowEngine, apns: BenchAPNS, bench: BenchDatabase, worker: SeparateWorker?) async throws {
+        if overload {
+            try await measureOverload(engine: engine, apns: apns, bench: bench, worker: worker)
+        } else {
+            try await measure(engine: engine, apns: apns, bench: bench, worker: worker)
+        }
+    }
+
+    /// The engine alone in this process (its commits NOTIFY, coalesced as configured), and
+    /// `orderflow worker run` beside it with its defaults, as operators run it.
+    private func runWithSeparateWorker(apns: BenchAPNS, bench: BenchDatabase, logger: Logger) async throws {
+        var configuration = OrderFlowConfiguration(database: bench.configuration, maximumConnections: connections)
+        if overload { configuration.cachedOrders = overloadOrders + 1 }
+        configuration.acquireTimeout = .milliseconds(Int64(acquireTimeout * 1000))
+        if let notifyInterval { configuration.notifyInterval = .milliseconds(notifyInterval) }
+        let engine = OrderFlowEngine(configuration: configuration, logger: logger)
+        let executable = workerExecutable ?? URL(fileURLWithPath: CommandLine.arguments[0])
+            .deletingLastPathComponent().appendingPathComponent("orderflow").path
+        let result: Result<Void, any Error>
+        var worker: SeparateWorker?
+        do {
+            _ = try await engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
+            let started = try await SeparateWorker(executable: executable, databaseURL: bench.url, apns: apns)
+            worker = started
+            print("worker: \(executable) worker run, process of its own (log \(started.logPath))")
+            try await drive(engine: engine, apns: apns, bench: bench, worker: started)
+            result = .success(())
+        } catch {
+            result = .failure(error)
+        }
+        if let worker {
+            let status = try? await worker.stop()
+            print(worker.rssSummary())
+            if status != 0 {
+                print("the worker exited with status \(status.map(String.init) ?? "unknown"); its last lines:\n\(worker.logTail())")
+            }
+            worker.removeFiles()
+        }
+        await engine.shutdown()
+        try result.get()
+    }
+
+    private func measure(engine: OrderFlowEngine, apns: BenchAPNS, bench: BenchDatabase, worker: SeparateWorker?) async throws {
         let rate = self.rate
         let window = max(1, Int((Double(rate) * spacing).rounded(.up)))  // orders in rotation
         let total = rate * seconds
@@ -121,6 +172,7 @@ struct EndToEndBenchmark: AsyncParsableCommand {
 
         print("driving \(total) transitions at \(rate)/s for \(seconds) s over \(window) orders in rotation (each advanced every \(spacing) s)…")
         let clock = ContinuousClock()
+        let commitsBefore = try? await Self.databaseCommits(engine: engine)
         let start = clock.now
         await withDiscardingTaskGroup { group in
             for j in 0..<total {
@@ -147,6 +199,7 @@ struct EndToEndBenchmark: AsyncParsableCommand {
             }
         }
         let driven = (clock.now - start).asSeconds
+        let commitsAfter = try? await Self.databaseCommits(engine: engine)
         let succeeded = records.succeeded
         print(String(format: "driven in %.1f s: %ld advances committed (%.0f/s), %ld failed", driven, succeeded.count,
                      Double(succeeded.count) / driven, records.failures.count))
@@ -187,12 +240,19 @@ struct EndToEndBenchmark: AsyncParsableCommand {
         unmatchedPushes += received.count
 
         print("")
-        print("e2e: rate \(rate)/s for \(seconds) s, \(window) orders in rotation, worker in process (wake signal), local APNs")
+        print("e2e: rate \(rate)/s for \(seconds) s, \(window) orders in rotation, "
+              + (worker == nil ? "worker in process (wake signal)" : "worker in its own process (LISTEN/NOTIFY)") + ", local APNs")
         print(String(format: "advances committed      %8d  (%.0f/s achieved)", succeeded.count, Double(succeeded.count) / driven)
               + "; start lag behind schedule p50 \(Stats.ms(Stats.percentile(lags, 0.5))) p99 \(Stats.ms(Stats.percentile(lags, 0.99))) max \(Stats.ms(lags.max() ?? 0))")
         print("pushes delivered        \(apns.server.acceptedCount) of \(succeeded.count) expected"
               + "  (\(missing) transitions without their push, \(unmatchedPushes) pushes not matched, \(apns.server.rejectedCount) refused)")
         print(String(format: "drain after last step   %.2f s", drained))
+        if let commitsBefore, let commitsAfter, !succeeded.isEmpty {
+            // Everyone's transactions (advances, the worker's claims and completions, NOTIFYs):
+            // what the database was asked to commit per advance.
+            print(String(format: "database commits while driving %ld (%.2f per advance; pg_stat_database, flushed about once a second)",
+                         commitsAfter - commitsBefore, Double(commitsAfter - commitsBefore) / Double(succeeded.count)))
+        }
         print("latency occurred_at → push received:  p50 \(Stats.ms(Stats.percentile(fromCommit, 0.5)))  p99 \(Stats.ms(Stats.percentile(fromCommit, 0.99)))  max \(Stats.ms(fromCommit.max() ?? 0))")
         print("latency advance returned → received:  p50 \(Stats.ms(Stats.percentile(fromReturn, 0.5)))  p99 \(Stats.ms(Stats.percentile(fromReturn, 0.99)))  max \(Stats.ms(fromReturn.max() ?? 0))")
         if depths.isEmpty {
@@ -201,6 +261,12 @@ struct EndToEndBenchmark: AsyncParsableCommand {
             print("queue depth (activity_commands, every 1 s, \(depths.count) samples): first \(depths.first!)  last \(depths.last!)  max \(depths.max()!)  p50 \(Int(Stats.percentile(depths.map { Double($0) }, 0.5)))")
             print("  samples: \(depths.map { String($0) }.joined(separator: " "))")
         }
+    }
+
+    /// Transactions committed in the benchmark's database so far.
+    static func databaseCommits(engine: OrderFlowEngine) async throws -> Int {
+        try await engine.pool.query(PostgresQuery(
+            "SELECT xact_commit AS n FROM pg_stat_database WHERE datname = current_database()")).single().decode("n", as: Int.self)
     }
 
     /// Waits until `activity_commands` is empty and the stand-in accepted at least `expectedPushes`.

@@ -105,13 +105,11 @@ public final class OrderFlowWorker: Service, Sendable {
             "orderflow.wake": "\(wakeSources)",
         ])
         await withGracefulShutdownHandler {
+            // The engine's commits in this process ring the doorbell from the committing task.
+            let doorbell = self.doorbell
+            let subscription = wakeSignal?.subscribe { doorbell.ring() }
+            defer { subscription?.cancel() }
             await withTaskGroup(of: Void.self) { helpers in
-                if let wakeSignal {
-                    let doorbell = self.doorbell
-                    helpers.addTask {
-                        for await _ in wakeSignal.wakeUps() { doorbell.ring() }
-                    }
-                }
                 if let listener {
                     helpers.addTask { await self.forwardNotifications(from: listener) }
                 }
@@ -128,7 +126,7 @@ public final class OrderFlowWorker: Service, Sendable {
             }
         } onGracefulShutdown: {
             self.stopping.set()
-            self.doorbell.ring()
+            self.doorbell.ringAll()
         }
         if Task.isCancelled {
             logger.info("worker cancelled; its leases expire on their own")
@@ -160,12 +158,12 @@ public final class OrderFlowWorker: Service, Sendable {
     }
 
     /// One claim loop: claim a batch, send it, record it; when a claim comes back empty, wait
-    /// for a wake-up or the next poll.
+    /// for a wake-up (a ring that came while every loop was busy is answered at once) or the
+    /// next poll.
     private func claimLoop(lane: Int) async {
         var idle = configuration.idlePollMinimum
         var failures = 0
         while !stopping.isSet && !Task.isCancelled {
-            let ticket = doorbell.ticket
             let claimed: [OutboxStore.OrderKey]
             do {
                 // The orders of paused or held-back merchants wait in the queue; the others flow.
@@ -195,13 +193,16 @@ public final class OrderFlowWorker: Service, Sendable {
                         timeout = min(timeout, untilDue + 0.001)
                     }
                 }
-                await doorbell.wait(after: ticket, timeout: .seconds(timeout))
-                idle = doorbell.ticket != ticket
-                    ? configuration.idlePollMinimum
-                    : min(idle * 2, configuration.idlePollMaximum)
+                // Woken for work: poll soon after it. A poll that found nothing, while other
+                // loops take the rings, backs off (idle loops polling every 5 ms took as many
+                // claims as the work did).
+                let rung = await doorbell.waitForWork(timeout: .seconds(timeout))
+                idle = rung ? configuration.idlePollMinimum : min(idle * 2, configuration.idlePollMaximum)
                 continue
             }
             idle = configuration.idlePollMinimum
+            // A full batch: more may be waiting; another loop claims them meanwhile.
+            if claimed.count >= configuration.batchSize { doorbell.ring() }
             await dispatch(claimed)
         }
     }
