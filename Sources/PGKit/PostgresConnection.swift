@@ -214,6 +214,12 @@ public actor PostgresConnection {
     /// Runs one statement with bound parameters and returns its rows.
     @discardableResult
     public func query(_ query: PostgresQuery) async throws(PostgresError) -> PostgresRows {
+        let parameters = try Self.parameters(of: query)
+        return try await inTurn { () async throws(PostgresError) in try await exchange(query, parameters: parameters) }
+    }
+
+    /// The query's parameters in PostgreSQL's text format.
+    private static func parameters(of query: PostgresQuery) throws(PostgresError) -> [String?] {
         var parameters: [String?] = []
         parameters.reserveCapacity(query.bindings.count)
         for (index, binding) in query.bindings.enumerated() {
@@ -223,15 +229,21 @@ public actor PostgresConnection {
                 throw PostgresError(.invalidParameter, "parameter $\(index + 1) cannot be sent: \(error.reason)")
             }
         }
-        // A statement from outside a `run`/`transaction` body waits until the body is done.
+        return parameters
+    }
+
+    /// Runs one exchange with the server when it is this caller's turn: a statement from
+    /// outside a `run`/`transaction` body waits until the body is done, and statements take
+    /// turns on the socket.
+    private func inTurn<T>(_ exchange: () async throws(PostgresError) -> T) async throws(PostgresError) -> T {
         let outsider = !insideSession
         if outsider { await sessionTurns.take() }
         await statementTurns.take()
         do {
-            let rows = try await exchange(query, parameters: parameters)
+            let value = try await exchange()
             endExchange()
             if outsider { sessionTurns.pass() }
-            return rows
+            return value
         } catch {
             endExchange()
             if outsider { sessionTurns.pass() }
@@ -275,30 +287,9 @@ public actor PostgresConnection {
             guard query.preparedKey != nil else {
                 throw PostgresError(.invalidParameter, "only statements written in the source can be sent in a group")
             }
-            var parameters: [String?] = []
-            parameters.reserveCapacity(query.bindings.count)
-            for (index, binding) in query.bindings.enumerated() {
-                do {
-                    parameters.append(try binding.postgresText())
-                } catch {
-                    throw PostgresError(.invalidParameter, "parameter $\(index + 1) cannot be sent: \(error.reason)")
-                }
-            }
-            parameterLists.append(parameters)
+            parameterLists.append(try Self.parameters(of: query))
         }
-        let outsider = !insideSession
-        if outsider { await sessionTurns.take() }
-        await statementTurns.take()
-        do {
-            let rows = try await exchangeGroup(queries, parameterLists: parameterLists)
-            endExchange()
-            if outsider { sessionTurns.pass() }
-            return rows
-        } catch {
-            endExchange()
-            if outsider { sessionTurns.pass() }
-            throw error
-        }
+        return try await inTurn { () async throws(PostgresError) in try await exchangeGroup(queries, parameterLists: parameterLists) }
     }
 
     private func exchangeGroup(_ queries: [PostgresQuery], parameterLists: [[String?]]) async throws(PostgresError) -> [PostgresRows] {

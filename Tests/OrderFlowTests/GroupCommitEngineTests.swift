@@ -3,6 +3,7 @@ import OrderFlow
 import OrderFlowTesting
 import PGKit
 import Testing
+import WorkflowKit
 
 /// Advances written in groups (`OrderFlowConfiguration.commitGroups`): however they are
 /// grouped, every advance commits exactly once with its history row and its outbox command,
