@@ -23,6 +23,12 @@ public struct OrderFlowConfiguration: Sendable {
     /// Orders whose state this process remembers between advances, so that an advance of an
     /// order it created or moved costs one round trip. 0 turns the cache off. Default 10,000.
     public var cachedOrders: Int = 10_000
+    /// Advances that come while this many groups of advances are being written wait and are
+    /// written together in the next group: one round trip and one commit for all of them
+    /// (group commit; each advance still commits exactly once with its history and outbox
+    /// rows, see `PostgresPool.queryCommittingTogether`). 0 writes every advance alone.
+    /// Default 2.
+    public var commitGroups: Int = 2
 
     public init(database: PostgresConfiguration, merchantID: String = "default", maximumConnections: Int = 8) {
         self.database = database
@@ -111,10 +117,11 @@ public final class OrderFlowEngine: Sendable {
     public init(configuration: OrderFlowConfiguration, logger: Logger = Logger(label: "orderflow")) {
         self.configuration = configuration
         self.logger = logger
-        self.pool = PostgresPool(
-            .init(connection: configuration.database, maximumConnections: configuration.maximumConnections,
-                  acquireTimeout: configuration.acquireTimeout),
-            logger: logger)
+        var poolConfiguration = PostgresPool.Configuration(
+            connection: configuration.database, maximumConnections: configuration.maximumConnections,
+            acquireTimeout: configuration.acquireTimeout)
+        poolConfiguration.commitGroups = configuration.commitGroups
+        self.pool = PostgresPool(poolConfiguration, logger: logger)
         self.workflows = WorkflowCatalog(pool: pool, merchantID: configuration.merchantID)
         self.orderCache = OrderCache(capacity: configuration.cachedOrders)
         self.wakeSignal = WakeSignal(

@@ -214,6 +214,12 @@ public actor PostgresConnection {
     /// Runs one statement with bound parameters and returns its rows.
     @discardableResult
     public func query(_ query: PostgresQuery) async throws(PostgresError) -> PostgresRows {
+        let parameters = try Self.parameters(of: query)
+        return try await inTurn { () async throws(PostgresError) in try await exchange(query, parameters: parameters) }
+    }
+
+    /// The query's parameters in PostgreSQL's text format.
+    private static func parameters(of query: PostgresQuery) throws(PostgresError) -> [String?] {
         var parameters: [String?] = []
         parameters.reserveCapacity(query.bindings.count)
         for (index, binding) in query.bindings.enumerated() {
@@ -223,15 +229,21 @@ public actor PostgresConnection {
                 throw PostgresError(.invalidParameter, "parameter $\(index + 1) cannot be sent: \(error.reason)")
             }
         }
-        // A statement from outside a `run`/`transaction` body waits until the body is done.
+        return parameters
+    }
+
+    /// Runs one exchange with the server when it is this caller's turn: a statement from
+    /// outside a `run`/`transaction` body waits until the body is done, and statements take
+    /// turns on the socket.
+    private func inTurn<T>(_ exchange: () async throws(PostgresError) -> T) async throws(PostgresError) -> T {
         let outsider = !insideSession
         if outsider { await sessionTurns.take() }
         await statementTurns.take()
         do {
-            let rows = try await exchange(query, parameters: parameters)
+            let value = try await exchange()
             endExchange()
             if outsider { sessionTurns.pass() }
-            return rows
+            return value
         } catch {
             endExchange()
             if outsider { sessionTurns.pass() }
@@ -260,6 +272,113 @@ public actor PostgresConnection {
             result = try await awaitResult(sent: sent, connection: connection)
         }
         return try rows(from: result, connection: connection)
+    }
+
+    /// Runs `queries` in one round trip as one transaction, in libpq's pipeline mode: every
+    /// statement is sent, then one Sync, which commits them together (the implicit transaction
+    /// of the extended protocol). Either every statement commits and their rows come back in
+    /// order, or none does and the first error is thrown — the server skips the statements
+    /// after a failed one and rolls the whole group back. Statements only (no `severalStatements`),
+    /// each written in the source (prepared, like `query`'s).
+    func queryGroup(_ queries: [PostgresQuery]) async throws(PostgresError) -> [PostgresRows] {
+        var parameterLists: [[String?]] = []
+        parameterLists.reserveCapacity(queries.count)
+        for query in queries {
+            guard query.preparedKey != nil else {
+                throw PostgresError(.invalidParameter, "only statements written in the source can be sent in a group")
+            }
+            parameterLists.append(try Self.parameters(of: query))
+        }
+        return try await inTurn { () async throws(PostgresError) in try await exchangeGroup(queries, parameterLists: parameterLists) }
+    }
+
+    private func exchangeGroup(_ queries: [PostgresQuery], parameterLists: [[String?]]) async throws(PostgresError) -> [PostgresRows] {
+        guard let connection = handle else {
+            throw closedError
+        }
+        guard PQtransactionStatus(connection) == PQTRANS_IDLE else {
+            throw PostgresError(.unexpectedResult, "a group of statements cannot run inside a transaction: it commits by itself", context: server)
+        }
+        // Prepared first, one round trip each, outside the pipeline (once per connection).
+        var names: [String] = []
+        names.reserveCapacity(queries.count)
+        for (query, parameters) in zip(queries, parameterLists) {
+            names.append(try await preparedName(for: query.preparedKey!, query: query, parameterCount: parameters.count, connection: connection))
+        }
+        guard PQenterPipelineMode(connection) == 1 else { throw connectionProblem(connection) }
+        for (name, parameters) in zip(names, parameterLists) {
+            let sent = withOptionalCStringArray(parameters) { values in
+                PQsendQueryPrepared(connection, name, Int32(parameters.count), values, nil, nil, 0)
+            }
+            guard sent == 1 else { throw connectionProblem(connection) }
+        }
+        guard PQpipelineSync(connection) == 1 else { throw connectionProblem(connection) }
+        try await flush(connection)
+        // Each statement's results end with a null; the Sync's result ends the pipeline.
+        var rowsByQuery: [PostgresRows] = []
+        rowsByQuery.reserveCapacity(queries.count)
+        var firstError: PostgresError?
+        for _ in queries {
+            var kept = NativeResult(nil)
+            while true {
+                let next = try await nextResult(connection, failingWith: kept.errorField("C"))
+                guard next.pointer != nil else { break }
+                if kept.status != PGRES_FATAL_ERROR { kept = next }
+            }
+            guard firstError == nil else { continue }  // the rest were skipped
+            switch kept.status {
+            case PGRES_TUPLES_OK, PGRES_COMMAND_OK:
+                rowsByQuery.append(try rows(from: kept, connection: connection))
+            case PGRES_FATAL_ERROR:
+                firstError = serverError(kept)
+            default:
+                // Skipped without an error of its own, or an answer no statement here gives.
+                firstError = PostgresError(
+                    .unexpectedResult, "a statement of the group was not run (status \(kept.status.rawValue)); nothing was committed",
+                    context: server)
+            }
+        }
+        let sync = try await nextResult(connection, failingWith: nil)
+        guard sync.status == PGRES_PIPELINE_SYNC else {
+            // Nothing else can come here; a connection in an unknown state is not reused.
+            close()
+            throw PostgresError(.unexpectedResult, "the server's answer to a group of statements ended unexpectedly; the connection was closed", context: server)
+        }
+        guard PQexitPipelineMode(connection) == 1 else { throw connectionProblem(connection) }
+        if let firstError { throw firstError }
+        return rowsByQuery
+    }
+
+    /// Sends everything libpq has buffered, waiting (without blocking a thread) while the socket is full.
+    private func flush(_ connection: OpaquePointer) async throws(PostgresError) {
+        let socket = PQsocket(connection)
+        // Large statements may not fit the socket's buffer; the server may answer meanwhile.
+        while true {
+            let flushed = PQflush(connection)
+            if flushed == 0 { return }
+            guard flushed > 0 else { throw connectionProblem(connection) }
+            try await waitForSocket(socket, writable: true, connection: connection)
+            if PQconsumeInput(connection) == 0 { throw connectionProblem(connection) }
+        }
+    }
+
+    /// The next result (nil pointer: the current statement's results are over), waiting for
+    /// the socket while libpq needs more input. `sqlState`: the error already received, for
+    /// the message when the connection closes.
+    private func nextResult(_ connection: OpaquePointer, failingWith sqlState: String?) async throws(PostgresError) -> NativeResult {
+        let socket = PQsocket(connection)
+        while PQisBusy(connection) == 1 {
+            // OpenSSL may hold decrypted bytes that libpq has not taken yet; the socket
+            // would not signal them again.
+            if orderflow_tls_pending(connection) == 0 {
+                try await waitForSocket(socket, writable: false, connection: connection)
+            }
+            if PQconsumeInput(connection) == 0 {
+                // The server may have said why before closing (57P01 on shutdown, say).
+                throw connectionProblem(connection, sqlState: sqlState)
+            }
+        }
+        return NativeResult(PQgetResult(connection))
     }
 
     /// Runs a statement written in the source, for its effect.
@@ -345,29 +464,10 @@ public actor PostgresConnection {
     /// results. Like `PQexec`, returns the last result, or the first error.
     private func awaitResult(sent: Int32, connection: OpaquePointer) async throws(PostgresError) -> NativeResult {
         guard sent == 1 else { throw connectionProblem(connection) }
-        let socket = PQsocket(connection)
-        // Large statements may not fit the socket's buffer; the server may answer meanwhile.
-        while true {
-            let flushed = PQflush(connection)
-            if flushed == 0 { break }
-            guard flushed > 0 else { throw connectionProblem(connection) }
-            try await waitForSocket(socket, writable: true, connection: connection)
-            if PQconsumeInput(connection) == 0 { throw connectionProblem(connection) }
-        }
+        try await flush(connection)
         var kept = NativeResult(nil)
         while true {
-            while PQisBusy(connection) == 1 {
-                // OpenSSL may hold decrypted bytes that libpq has not taken yet; the socket
-                // would not signal them again.
-                if orderflow_tls_pending(connection) == 0 {
-                    try await waitForSocket(socket, writable: false, connection: connection)
-                }
-                if PQconsumeInput(connection) == 0 {
-                    // The server may have said why before closing (57P01 on shutdown, say).
-                    throw connectionProblem(connection, sqlState: kept.errorField("C"))
-                }
-            }
-            let next = NativeResult(PQgetResult(connection))
+            let next = try await nextResult(connection, failingWith: kept.errorField("C"))
             guard next.pointer != nil else { return kept }
             switch next.status {
             case PGRES_COPY_IN, PGRES_COPY_OUT, PGRES_COPY_BOTH:

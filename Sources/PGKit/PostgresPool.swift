@@ -29,6 +29,12 @@ public final class PostgresPool: Service, Sendable {
         public var maximumConnections: Int = 8
         /// How long `withConnection` waits for a free connection. Default 10 s.
         public var acquireTimeout: Duration = .seconds(10)
+        /// At most this many groups of `queryCommittingTogether` statements in flight at once
+        /// (each on one connection, run by one server process). Statements that come while
+        /// that many are in flight wait and go out together in the next group: one round
+        /// trip and one commit for all of them. Default 2; 0 or less turns grouping off
+        /// (every statement then runs alone, as `query` runs it).
+        public var commitGroups: Int = 2
 
         public init(connection: PostgresConfiguration, maximumConnections: Int = 8, acquireTimeout: Duration = .seconds(10)) {
             self.connection = connection
@@ -40,6 +46,8 @@ public final class PostgresPool: Service, Sendable {
     public let configuration: Configuration
     private let logger: Logger
     private let state = Mutex(State())
+    /// Statements waiting for `queryCommittingTogether`'s next group, and groups in flight.
+    private let commitGroups = Mutex(CommitGroups())
 
     /// A connection returned this recently is trusted without looking at its socket.
     private static let trustedIdleTime: Duration = .milliseconds(100)
@@ -113,6 +121,90 @@ public final class PostgresPool: Service, Sendable {
     @discardableResult
     public func query(_ query: PostgresQuery) async throws -> PostgresRows {
         try await withConnection { connection in try await connection.query(query) }
+    }
+
+    /// Runs one statement on `connection` (which the caller holds from this pool), committed
+    /// together with other callers' statements when several come at once: group commit.
+    ///
+    /// While `Configuration.commitGroups` groups are in flight, a statement waits for the next
+    /// group; the caller whose statement comes first in it runs the whole group on the
+    /// connection it holds, as one pipeline and one transaction (`PostgresConnection`'s
+    /// `queryGroup`): one round trip, one commit and one wake-up of the server for all of
+    /// them, instead of one each. Otherwise the statement runs at once, alone.
+    ///
+    /// Each statement commits exactly once, or fails on its own: when a group fails (one of its
+    /// statements is refused, a deadlock with another group), nothing of it was committed, and
+    /// every statement of it is run again alone, in the group's order, on the same connection,
+    /// and gets its own answer. Only when the connection is lost does every statement of its
+    /// group get that error (as a statement alone would: its outcome is unknown).
+    ///
+    /// For statements that need not see each other's effects beyond what a serial run in one
+    /// transaction gives (each sees the earlier ones' writes), and outside a transaction. The
+    /// caller keeps holding its connection while it waits, so the pool's admission control
+    /// (`poolBusy`) counts it as it counts any caller.
+    public func queryCommittingTogether(_ query: PostgresQuery, on connection: PostgresConnection) async throws(PostgresError) -> PostgresRows {
+        let limit = configuration.commitGroups
+        guard limit > 0 else { return try await connection.query(query) }
+        let turn: GroupTurn = await withUnsafeContinuation { continuation in
+            let leads = commitGroups.withLock { groups in
+                if groups.inFlight < limit {
+                    groups.inFlight += 1
+                    return true
+                }
+                groups.waiting.append(GroupMember(query: query, continuation: continuation))
+                return false
+            }
+            if leads { continuation.resume(returning: .lead([GroupMember(query: query, continuation: nil)])) }
+        }
+        switch turn {
+        case .done(let result):
+            return try result.get()
+        case .lead(let members):
+            let results = await runGroup(members.map(\.query), on: connection)
+            // The next group, if statements came meanwhile: its first caller runs it.
+            let next = commitGroups.withLock { groups -> [GroupMember]? in
+                guard !groups.waiting.isEmpty else {
+                    groups.inFlight -= 1
+                    return nil
+                }
+                let count = min(groups.waiting.count, Self.largestGroup)
+                defer { groups.waiting.removeFirst(count) }
+                return Array(groups.waiting.prefix(count))
+            }
+            if let next { next[0].continuation?.resume(returning: .lead(next)) }
+            for (member, result) in zip(members.dropFirst(), results.dropFirst()) {
+                member.continuation?.resume(returning: .done(result))
+            }
+            return try results[0].get()
+        }
+    }
+
+    /// At most this many statements in one group: a group runs serially on one server
+    /// process, and its last statement's caller waits for all of them.
+    private static let largestGroup = 64
+
+    /// Runs a group; on failure, each statement alone (see `queryCommittingTogether`).
+    private func runGroup(_ queries: [PostgresQuery], on connection: PostgresConnection) async -> [Result<PostgresRows, PostgresError>] {
+        if queries.count > 1 {
+            do throws(PostgresError) {
+                return try await connection.queryGroup(queries).map { .success($0) }
+            } catch {
+                // Nothing of the group was committed: each statement alone gives its own answer.
+                logger.debug("postgres group failed; running its statements one by one", metadata: [
+                    "postgres.group.size": "\(queries.count)", "postgres.error": "\(error.message)",
+                ])
+            }
+        }
+        var results: [Result<PostgresRows, PostgresError>] = []
+        results.reserveCapacity(queries.count)
+        for query in queries {
+            do throws(PostgresError) {
+                results.append(.success(try await connection.query(query)))
+            } catch {
+                results.append(.failure(error))
+            }
+        }
+        return results
     }
 
     /// Connections open now (in use or idle), and callers waiting for one.
@@ -385,4 +477,24 @@ private struct WaiterQueue {
         defer { items = []; head = 0 }
         return items[head...].map(\.continuation)
     }
+}
+
+/// The statements waiting for the next group of `queryCommittingTogether`, and the groups in
+/// flight. Invariant: statements wait only while `commitGroups` groups are in flight, so the
+/// end of a group always finds whoever waits.
+private struct CommitGroups {
+    var waiting: [GroupMember] = []
+    var inFlight = 0
+}
+
+private struct GroupMember: Sendable {
+    let query: PostgresQuery
+    /// Nil for the caller that runs the group (it is not suspended).
+    let continuation: UnsafeContinuation<GroupTurn, Never>?
+}
+
+/// What a statement waiting for a group is resumed with: its answer, or the group to run.
+private enum GroupTurn: Sendable {
+    case done(Result<PostgresRows, PostgresError>)
+    case lead([GroupMember])
 }

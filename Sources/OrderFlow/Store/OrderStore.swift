@@ -81,7 +81,10 @@ struct OrderStore: Sendable {
         event: String?, content: PostgresJSON, input: PostgresJSON, rendered: PostgresJSON, actor: String?,
         idempotencyKey: String?, commandKind: String, at time: Date
     ) async throws(PostgresError) -> Int? {
-        let written = try await connection.query(PostgresQuery("""
+        // Committed together with other callers' advances when several come at once (one
+        // round trip and one commit for the group); each still commits exactly once, with its
+        // history and outbox rows, or fails on its own (`queryCommittingTogether`).
+        let written = try await pool.queryCommittingTogether(PostgresQuery("""
             WITH moved AS (
                 UPDATE orders SET state = $3, seq = seq + 1, content = $4::jsonb, updated_at = $5, state_entered_at = $5
                 WHERE merchant_id = $1 AND order_id = $2 AND seq = $6
@@ -96,7 +99,7 @@ struct OrderStore: Sendable {
             )
             SELECT seq FROM moved
             """, merchantID, orderID, target, content, time, expectedSeq, state, event, input, rendered, actor,
-            idempotencyKey, commandKind))
+            idempotencyKey, commandKind), on: connection)
         return try written.first?.decode("seq", as: Int.self)
     }
 

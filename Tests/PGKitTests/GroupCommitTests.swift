@@ -1,0 +1,106 @@
+import Foundation
+import PGKit
+import PostgresTesting
+import Testing
+
+/// `PostgresPool.queryCommittingTogether`: statements that come while a group is in flight
+/// commit together in the next one, and each still commits exactly once or fails on its own.
+@Suite("PostgreSQL group commit")
+struct GroupCommitTests {
+    /// A pool that lets one group be in flight, and a table with a unique column.
+    private static func pool() async throws -> PostgresPool {
+        var configuration = PostgresPool.Configuration(connection: try await TestDatabase.fresh(prefix: "group"), maximumConnections: 8)
+        configuration.commitGroups = 1
+        let pool = PostgresPool(configuration)
+        try await pool.query(PostgresQuery("CREATE TABLE t (v text PRIMARY KEY)"))
+        return pool
+    }
+
+    /// Holds the one group slot for a while, so that the statements sent meanwhile form a group.
+    private static func occupy(_ pool: PostgresPool, seconds: Double) async throws {
+        try await pool.withConnection { connection in
+            _ = try await pool.queryCommittingTogether(PostgresQuery("SELECT pg_sleep($1)", seconds), on: connection)
+        }
+    }
+
+    private static func insert(_ value: String, into pool: PostgresPool) async throws(PostgresError) -> String {
+        do {
+            return try await pool.withConnection { connection in
+                try await pool.queryCommittingTogether(
+                    PostgresQuery("INSERT INTO t (v) VALUES ($1) RETURNING txid_current()::text AS tx", value), on: connection
+                ).single().decode("tx", as: String.self)
+            }
+        } catch let error as PostgresError {
+            throw error
+        } catch {
+            throw PostgresError(.unexpectedResult, "\(error)")
+        }
+    }
+
+    private static func stored(_ pool: PostgresPool) async throws -> [String] {
+        try await pool.query(PostgresQuery("SELECT v FROM t ORDER BY v")).map { try $0.decode("v", as: String.self) }
+    }
+
+    @Test func statementsThatWaitCommitTogetherInOneTransaction() async throws {
+        let pool = try await Self.pool()
+        let transactions = try await withThrowingTaskGroup(of: String?.self) { group in
+            group.addTask { try await Self.occupy(pool, seconds: 1); return nil }
+            try await Task.sleep(for: .milliseconds(200))  // the sleep leads; the inserts wait
+            for value in ["a", "b", "c", "d", "e"] {
+                group.addTask { try await Self.insert(value, into: pool) }
+            }
+            return try await group.reduce(into: [String]()) { if let tx = $1 { $0.append(tx) } }
+        }
+        #expect(transactions.count == 5)
+        #expect(Set(transactions).count == 1, "one transaction for the group: \(transactions)")
+        #expect(try await Self.stored(pool) == ["a", "b", "c", "d", "e"])
+        await pool.close()
+    }
+
+    /// A refused statement in a group: nothing of the group commits, then each statement runs
+    /// alone — the others commit once each, the refused one gets its own error.
+    @Test func aFailedGroupRunsItsStatementsAlone() async throws {
+        let pool = try await Self.pool()
+        _ = try await Self.insert("taken", into: pool)
+        let outcomes = try await withThrowingTaskGroup(of: (String, Result<String, PostgresError>)?.self) { group in
+            group.addTask { try await Self.occupy(pool, seconds: 1); return nil }
+            try await Task.sleep(for: .milliseconds(200))
+            for value in ["x", "taken", "y"] {
+                group.addTask {
+                    do throws(PostgresError) {
+                        return (value, .success(try await Self.insert(value, into: pool)))
+                    } catch {
+                        return (value, .failure(error))
+                    }
+                }
+            }
+            return try await group.reduce(into: [String: Result<String, PostgresError>]()) { if let pair = $1 { $0[pair.0] = pair.1 } }
+        }
+        guard case .failure(let error)? = outcomes["taken"] else {
+            Issue.record("the duplicate was accepted: \(String(describing: outcomes["taken"]))")
+            return
+        }
+        #expect(error.isUniqueViolation)
+        let x = try #require(try? outcomes["x"]?.get())
+        let y = try #require(try? outcomes["y"]?.get())
+        #expect(x != y, "run alone after the group failed: a transaction each")
+        #expect(try await Self.stored(pool) == ["taken", "x", "y"], "each once")
+        await pool.close()
+    }
+
+    @Test func withoutGroupsEveryStatementRunsAlone() async throws {
+        var configuration = PostgresPool.Configuration(connection: try await TestDatabase.fresh(prefix: "group"), maximumConnections: 4)
+        configuration.commitGroups = 0
+        let pool = PostgresPool(configuration)
+        try await pool.query(PostgresQuery("CREATE TABLE t (v text PRIMARY KEY)"))
+        let transactions = try await withThrowingTaskGroup(of: String.self) { group in
+            for value in ["a", "b", "c", "d"] {
+                group.addTask { try await Self.insert(value, into: pool) }
+            }
+            return try await group.reduce(into: [String]()) { $0.append($1) }
+        }
+        #expect(Set(transactions).count == 4)
+        #expect(try await Self.stored(pool) == ["a", "b", "c", "d"])
+        await pool.close()
+    }
+}
