@@ -42,7 +42,13 @@ struct APNSTransportTests {
             #expect(fixture.server.acceptedConnectionCount == 1)
             fixture.server.setResponseDelay(.milliseconds(200))
             async let inFlight = fixture.client.send(try liveActivityUpdate(token: TestCredentials.token(1)))
-            try await Task.sleep(for: .milliseconds(50))
+            // GOAWAY once the stand-in holds the request (it records it before the delayed
+            // answer): a fixed sleep let a loaded machine send the GOAWAY first, which refuses
+            // the stream instead of testing an answered one.
+            let asked = ContinuousClock.now
+            while fixture.server.acceptedCount < 2, ContinuousClock.now - asked < .seconds(10) {
+                try await Task.sleep(for: .milliseconds(5))
+            }
             await fixture.server.goAway()
             _ = try await inFlight
             fixture.server.setResponseDelay(nil)

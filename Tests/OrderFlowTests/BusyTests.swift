@@ -30,7 +30,13 @@ struct TimingBusyEngineTests {
             var iterator = held.makeAsyncIterator()
             await iterator.next()
             group.addTask { _ = try? await engine.pool.query(PostgresQuery("SELECT 1 AS one")) }  // admitted, waits
-            while await engine.pool.statistics.waiting < 1 { try await Task.sleep(for: .milliseconds(5)) }
+            // Bounded: a first caller refused instead of queued (a machine slowed past the
+            // estimate) must fail the test, not hang the run.
+            let queueing = ContinuousClock.now
+            while await engine.pool.statistics.waiting < 1 {
+                guard ContinuousClock.now - queueing < .seconds(10) else { Issue.record("the first caller never queued"); break }
+                try await Task.sleep(for: .milliseconds(5))
+            }
 
             let clock = ContinuousClock()
             let asked = clock.now

@@ -376,7 +376,13 @@ struct TimingPoolTests {
                     #expect(error.message.hasPrefix("busy: the pool's one connection is in use, none became free within 1.6 s; retry shortly, or raise the pool size"), "\(error.message)")
                 }
             }
-            while await pool.statistics.waiting < 1 { try await Task.sleep(for: .milliseconds(5)) }
+            // Bounded: a first caller refused instead of queued (a machine slowed past the
+            // estimate) must fail the test, not hang the run.
+            let queueing = ContinuousClock.now
+            while await pool.statistics.waiting < 1 {
+                guard ContinuousClock.now - queueing < .seconds(10) else { Issue.record("the first caller never queued"); break }
+                try await Task.sleep(for: .milliseconds(5))
+            }
             // …the next would have about 2 s ahead of it, more than its 1.6 s: refused now.
             let asked = clock.now
             do {
