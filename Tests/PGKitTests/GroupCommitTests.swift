@@ -16,6 +16,20 @@ struct GroupCommitTests {
         return pool
     }
 
+    /// Waits (at most 20 s) until the occupying `pg_sleep` runs on the server: a fixed pause
+    /// let a loaded machine start a statement of the group before it.
+    private static func waitUntilOccupied(_ pool: PostgresPool) async throws {
+        let started = ContinuousClock.now
+        while ContinuousClock.now - started < .seconds(20) {
+            let running: Int = try await pool.query(PostgresQuery(
+                "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' AND query LIKE 'SELECT pg_sleep%'"
+            )).single().decode("n")
+            if running > 0 { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record("the occupying statement never ran")
+    }
+
     /// Holds the one group slot for a while, so that the statements sent meanwhile form a group.
     private static func occupy(_ pool: PostgresPool, seconds: Double) async throws {
         try await pool.withConnection { connection in
@@ -44,8 +58,8 @@ struct GroupCommitTests {
     @Test func statementsThatWaitCommitTogetherInOneTransaction() async throws {
         let pool = try await Self.pool()
         let transactions = try await withThrowingTaskGroup(of: String?.self) { group in
-            group.addTask { try await Self.occupy(pool, seconds: 1); return nil }
-            try await Task.sleep(for: .milliseconds(200))  // the sleep leads; the inserts wait
+            group.addTask { try await Self.occupy(pool, seconds: 3); return nil }
+            try await Self.waitUntilOccupied(pool)  // the sleep leads; the inserts wait
             for value in ["a", "b", "c", "d", "e"] {
                 group.addTask { try await Self.insert(value, into: pool) }
             }
@@ -63,8 +77,8 @@ struct GroupCommitTests {
         let pool = try await Self.pool()
         _ = try await Self.insert("taken", into: pool)
         let outcomes = try await withThrowingTaskGroup(of: (String, Result<String, PostgresError>)?.self) { group in
-            group.addTask { try await Self.occupy(pool, seconds: 1); return nil }
-            try await Task.sleep(for: .milliseconds(200))
+            group.addTask { try await Self.occupy(pool, seconds: 3); return nil }
+            try await Self.waitUntilOccupied(pool)
             for value in ["x", "taken", "y"] {
                 group.addTask {
                     do throws(PostgresError) {
