@@ -50,8 +50,7 @@ public final class APNSClient: Sendable {
         currentTime: @escaping @Sendable () -> Date = { Date() },
         providerTokens: ((APNSSigningKey) -> any APNSProviderTokenSource)? = nil
     ) throws {
-        let (signingKey, trustRoots) = try configuration.checked()
-        let baseURL = configuration.environment.baseURL
+        let (signingKey, trustRoots, endpoint) = try configuration.checked()
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
         if let trustRoots { tls.trustRoots = .certificates(trustRoots) }
@@ -63,7 +62,6 @@ public final class APNSClient: Sendable {
             decompression: .disabled
         )
         httpConfiguration.httpVersion = .automatic
-        let endpoint = try APNSHTTP2Transport.endpoint(of: baseURL)
 
         self.configuration = configuration
         self.providerTokens = providerTokens?(signingKey) ?? APNSProviderTokenFactory(

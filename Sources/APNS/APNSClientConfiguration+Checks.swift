@@ -13,7 +13,7 @@ extension APNSClientConfiguration {
     }
 
     /// What ``validate()`` checks, with the loaded key and trust roots for the client.
-    func checked() throws -> (signingKey: APNSSigningKey, trustRoots: [NIOSSLCertificate]?) {
+    func checked() throws -> (signingKey: APNSSigningKey, trustRoots: [NIOSSLCertificate]?, endpoint: APNSHTTP2Transport.Endpoint) {
         guard maximumConcurrentRequests > 0 else {
             throw APNSConfigurationError(
                 message: "maximumConcurrentRequests is \(maximumConcurrentRequests); it must be at least 1."
@@ -22,18 +22,14 @@ extension APNSClientConfiguration {
         guard connections > 0 else {
             throw APNSConfigurationError(message: "connections is \(connections); it must be at least 1.")
         }
-        let baseURL = environment.baseURL
-        guard let url = URL(string: baseURL), url.scheme == "https", url.host != nil else {
-            throw APNSConfigurationError(
-                message: "The APNs base URL '\(baseURL)' is not an https:// URL with a host; APNs speaks HTTP/2 over TLS only."
-            )
-        }
+        // Parsed once, here: the transport connects to what this returns.
+        let endpoint = try APNSHTTP2Transport.endpoint(of: environment.baseURL)
         let signingKey = try credentials.loadSigningKey()
-        guard case .custom(_, let trustRootsPEM?) = environment else { return (signingKey, nil) }
+        guard case .custom(_, let trustRootsPEM?) = environment else { return (signingKey, nil, endpoint) }
         do {
             let certificates = try NIOSSLCertificate.fromPEMBytes(Array(trustRootsPEM.utf8))
             guard !certificates.isEmpty else { throw APNSConfigurationError(message: "no certificate") }
-            return (signingKey, certificates)
+            return (signingKey, certificates, endpoint)
         } catch {
             throw APNSConfigurationError(
                 message: "The custom trust roots are not PEM certificates ('-----BEGIN CERTIFICATE-----'); pass the CA certificate of the endpoint."

@@ -98,7 +98,8 @@ final class APNSHTTP2Transport: Sendable {
         guard let components = URLComponents(string: baseURL), components.scheme == "https",
               let host = components.host, !host.isEmpty
         else {
-            throw APNSConfigurationError(message: "The APNs URL \(baseURL) is not an https URL; use https://host[:port].")
+            throw APNSConfigurationError(
+                message: "The APNs base URL '\(baseURL)' is not an https:// URL with a host; APNs speaks HTTP/2 over TLS only: use https://host[:port].")
         }
         var path = components.percentEncodedPath
         while path.hasSuffix("/") { path.removeLast() }
