@@ -17,7 +17,6 @@ public final class WakeSignal: Sendable {
     private struct State {
         var lastNotify: ContinuousClock.Instant?
         var trailingScheduled = false
-        var waiters: [Int: AsyncStream<Void>.Continuation] = [:]
         var handlers: [Int: @Sendable () -> Void] = [:]
         var nextID = 0
     }
@@ -32,14 +31,8 @@ public final class WakeSignal: Sendable {
     /// pending signal: several commits before the worker looks count as one wake-up.
     public func wakeUps() -> AsyncStream<Void> {
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        let id = state.withLock { state in
-            defer { state.nextID += 1 }
-            state.waiters[state.nextID] = continuation
-            return state.nextID
-        }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.waiters.removeValue(forKey: id) }
-        }
+        let subscription = subscribe { continuation.yield() }
+        continuation.onTermination = { _ in subscription.cancel() }
         return stream
     }
 
@@ -66,20 +59,17 @@ public final class WakeSignal: Sendable {
     func signal() {
         let now = ContinuousClock.now
         let interval = self.interval
-        let (waiters, handlers, action) = state.withLock {
-            state -> ([AsyncStream<Void>.Continuation], [@Sendable () -> Void], NotifyAction) in
-            let waiters = Array(state.waiters.values)
+        let (handlers, action) = state.withLock { state -> ([@Sendable () -> Void], NotifyAction) in
             let handlers = Array(state.handlers.values)
             guard let last = state.lastNotify, now - last < interval else {
                 state.lastNotify = now
-                return (waiters, handlers, .now)
+                return (handlers, .now)
             }
-            if state.trailingScheduled { return (waiters, handlers, .none) }
+            if state.trailingScheduled { return (handlers, .none) }
             state.trailingScheduled = true
-            return (waiters, handlers, .after(last + interval - now))
+            return (handlers, .after(last + interval - now))
         }
         for handler in handlers { handler() }
-        for waiter in waiters { waiter.yield() }
         guard let pool else { return }
         switch action {
         case .none:
