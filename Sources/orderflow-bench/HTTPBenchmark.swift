@@ -326,16 +326,8 @@ private final class ServerProcess: Sendable {
     }
 
     /// VmRSS / VmHWM of the server, in MB.
-    func residentMegabytes() -> Int { statusField("VmRSS:") }
-    func peakResidentMegabytes() -> Int { statusField("VmHWM:") }
-
-    private func statusField(_ name: String) -> Int {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name) }),
-              let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
-        else { return 0 }
-        return kilobytes / 1024
-    }
+    func residentMegabytes() -> Int { Int(procStatusMegabytes(pid: pid, field: "VmRSS:") ?? 0) }
+    func peakResidentMegabytes() -> Int { Int(procStatusMegabytes(pid: pid, field: "VmHWM:") ?? 0) }
 
     func stop() {
         guard process.process.isRunning else { return }

@@ -99,15 +99,9 @@ final class SeparateWorker: Sendable {
 
     /// `VmRSS`, `RssAnon` and `RssFile` of `/proc/<pid>/status`, in MB; nil once the process is gone.
     static func residentMemory(of pid: pid_t, second: Double) -> RSSSample? {
-        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
-        func megabytes(_ key: String) -> Double? {
-            guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix(key) }),
-                  let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "")
-            else { return nil }
-            return kilobytes / 1024
-        }
-        guard let total = megabytes("VmRSS:") else { return nil }
-        return RSSSample(second: second, total: total, anonymous: megabytes("RssAnon:") ?? 0, file: megabytes("RssFile:") ?? 0)
+        guard let total = procStatusMegabytes(pid: pid, field: "VmRSS:") else { return nil }
+        return RSSSample(second: second, total: total, anonymous: procStatusMegabytes(pid: pid, field: "RssAnon:") ?? 0,
+                         file: procStatusMegabytes(pid: pid, field: "RssFile:") ?? 0)
     }
 
     /// One line: peak, first and last RSS, and the curve every 5 s.
