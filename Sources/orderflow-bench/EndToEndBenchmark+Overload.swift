@@ -61,7 +61,7 @@ extension EndToEndBenchmark {
         print("")
         print("e2e --overload: \(seconds) s a phase, engine pool \(connections) connections (callers wait at most \(acquireTimeout) s), "
               + (worker == nil ? "worker in process (pool of 6)" : "worker in its own process (orderflow worker run)") + ", local APNs")
-        print("phase (driven s)          committed   /s      vs C   refused busy (p50 / p99 to refusal)   other failures   advance p50 / p99    outbox max   drain")
+        print("phase (driven s)          committed   /s      vs C   refused busy (p50 / p99 to refusal)                 other failures   advance p50 / p99    outbox max   drain")
         for phase in phases {
             print(phase.line(capacity: capacityRate))
         }
@@ -107,14 +107,8 @@ extension EndToEndBenchmark {
     }
 
     private func openLoop(engine: OrderFlowEngine, supply: OrderSupply, tally: OverloadTally, rate: Int) async {
-        let clock = ContinuousClock()
-        let start = clock.now
-        await withDiscardingTaskGroup { group in
-            for j in 0..<(rate * seconds) {
-                let due = start + .nanoseconds(Int64(j) * 1_000_000_000 / Int64(rate))
-                if due > clock.now { try? await clock.sleep(until: due) }
-                group.addTask { _ = await advanceOne(engine: engine, supply: supply, tally: tally) }
-            }
+        await runOpenLoop(count: rate * seconds, rate: rate) { _, _ in
+            _ = await advanceOne(engine: engine, supply: supply, tally: tally)
         }
     }
 
@@ -254,14 +248,18 @@ struct OverloadPhase: Sendable {
     var depths: [Int]
 
     var committedPerSecond: Double { Double(committed.count) / seconds }
+    /// Busy answers that came after a wait (the acquire timeout), not at once: callers the
+    /// admission control let in and the pool could not serve in time.
+    var timedOut: Int { refused.count(where: { $0 >= 1 }) }
 
     func line(capacity: Double) -> String {
         let refusedText = refused.isEmpty
             ? "0"
             : "\(refused.count) (\(Stats.ms(Stats.percentile(refused, 0.5))) / \(Stats.ms(Stats.percentile(refused, 0.99))))"
+                + (timedOut > 0 ? ", \(timedOut) timed out" : "")
         return "\(label) \(String(format: "%.1f", seconds))".padding(toLength: 26, withPad: " ", startingAt: 0)
             + String(format: "%9d  %6.0f  %5.2f   ", committed.count, committedPerSecond, capacity > 0 ? committedPerSecond / capacity : 0)
-            + refusedText.padding(toLength: 38, withPad: " ", startingAt: 0)
+            + refusedText.padding(toLength: 52, withPad: " ", startingAt: 0)
             + "\(otherFailures.count)".padding(toLength: 17, withPad: " ", startingAt: 0)
             + "\(Stats.ms(Stats.percentile(committed, 0.5))) / \(Stats.ms(Stats.percentile(committed, 0.99)))".padding(toLength: 21, withPad: " ", startingAt: 0)
             + "\(depths.max() ?? 0)".padding(toLength: 13, withPad: " ", startingAt: 0)

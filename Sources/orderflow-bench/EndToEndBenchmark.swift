@@ -174,28 +174,22 @@ struct EndToEndBenchmark: AsyncParsableCommand {
         let clock = ContinuousClock()
         let commitsBefore = try? await Self.databaseCommits(engine: engine)
         let start = clock.now
-        await withDiscardingTaskGroup { group in
-            for j in 0..<total {
-                let due = start + .nanoseconds(Int64(j) * 1_000_000_000 / Int64(rate))
-                if due > clock.now { try? await clock.sleep(until: due) }
-                let slot = j % window, round = j / window
-                let order = (round / roundsPerOrder) * window + slot
-                let (target, input) = Self.steps[round % roundsPerOrder]
-                group.addTask {
-                    let lag = (clock.now - due).asSeconds
-                    do {
-                        let result = try await engine.advance("e2e-\(order)", to: target, input: input)
-                        let returned = Date()
-                        var status = ""
-                        if case .object(let content) = result.transition.rendered.content, case .string(let value)? = content["status"] {
-                            status = value
-                        }
-                        records.set(j, .init(key: tokens[order] + "|" + status, occurredAt: result.transition.occurredAt,
-                                             returnedAt: returned, lag: lag))
-                    } catch {
-                        records.fail(error)
-                    }
+        await runOpenLoop(count: total, rate: rate) { j, due in
+            let lag = (clock.now - due).asSeconds
+            let slot = j % window, round = j / window
+            let order = (round / roundsPerOrder) * window + slot
+            let (target, input) = Self.steps[round % roundsPerOrder]
+            do {
+                let result = try await engine.advance("e2e-\(order)", to: target, input: input)
+                let returned = Date()
+                var status = ""
+                if case .object(let content) = result.transition.rendered.content, case .string(let value)? = content["status"] {
+                    status = value
                 }
+                records.set(j, .init(key: tokens[order] + "|" + status, orderID: "e2e-\(order)", seq: result.transition.seq,
+                                     occurredAt: result.transition.occurredAt, returnedAt: returned, lag: lag))
+            } catch {
+                records.fail(error)
             }
         }
         let driven = (clock.now - start).asSeconds
@@ -227,7 +221,9 @@ struct EndToEndBenchmark: AsyncParsableCommand {
             let key = push.deviceToken + "|" + status
             if received[key] == nil { received[key] = push.receivedAt } else { unmatchedPushes += 1 }
         }
+        let commitTimes = try await Self.commitTimestamps(engine: engine)
         var fromCommit: [Double] = []
+        var fromCommitTimestamp: [Double] = []
         var fromReturn: [Double] = []
         var lags: [Double] = []
         var missing = 0
@@ -235,6 +231,9 @@ struct EndToEndBenchmark: AsyncParsableCommand {
             lags.append(record.lag)
             guard let at = received.removeValue(forKey: record.key) else { missing += 1; continue }
             fromCommit.append(at.timeIntervalSince(record.occurredAt))
+            if let committed = commitTimes?[TransitionKey(orderID: record.orderID, seq: record.seq)] {
+                fromCommitTimestamp.append(at.timeIntervalSince1970 - committed)
+            }
             fromReturn.append(at.timeIntervalSince(record.returnedAt))
         }
         unmatchedPushes += received.count
@@ -254,6 +253,12 @@ struct EndToEndBenchmark: AsyncParsableCommand {
                          commitsAfter - commitsBefore, Double(commitsAfter - commitsBefore) / Double(succeeded.count)))
         }
         print("latency occurred_at → push received:  p50 \(Stats.ms(Stats.percentile(fromCommit, 0.5)))  p99 \(Stats.ms(Stats.percentile(fromCommit, 0.99)))  max \(Stats.ms(fromCommit.max() ?? 0))")
+        if commitTimes == nil {
+            print("latency commit → push received:       not measured (turn on the server's track_commit_timestamp to measure it)")
+        } else {
+            print("latency commit → push received:       p50 \(Stats.ms(Stats.percentile(fromCommitTimestamp, 0.5)))  p99 \(Stats.ms(Stats.percentile(fromCommitTimestamp, 0.99)))  max \(Stats.ms(fromCommitTimestamp.max() ?? 0))"
+                  + "  (\(fromCommitTimestamp.count) transitions; pg_xact_commit_timestamp)")
+        }
         print("latency advance returned → received:  p50 \(Stats.ms(Stats.percentile(fromReturn, 0.5)))  p99 \(Stats.ms(Stats.percentile(fromReturn, 0.99)))  max \(Stats.ms(fromReturn.max() ?? 0))")
         if depths.isEmpty {
             print("queue depth: no samples")
@@ -261,6 +266,25 @@ struct EndToEndBenchmark: AsyncParsableCommand {
             print("queue depth (activity_commands, every 1 s, \(depths.count) samples): first \(depths.first!)  last \(depths.last!)  max \(depths.max()!)  p50 \(Int(Stats.percentile(depths.map { Double($0) }, 0.5)))")
             print("  samples: \(depths.map { String($0) }.joined(separator: " "))")
         }
+    }
+
+    /// When each transition's transaction committed (seconds since 1970, the database's clock),
+    /// from `pg_xact_commit_timestamp` of its row (`order_transitions` is append-only, so a
+    /// row's `xmin` is the transaction that made the transition); nil when the server does not
+    /// record commit times (`track_commit_timestamp = off`, its default).
+    static func commitTimestamps(engine: OrderFlowEngine) async throws -> [TransitionKey: Double]? {
+        let setting = try await engine.pool.query(PostgresQuery("SELECT current_setting('track_commit_timestamp') AS on"))
+            .single().decode("on", as: String.self)
+        guard setting == "on" else { return nil }
+        let rows = try await engine.pool.query(PostgresQuery("""
+            SELECT order_id, seq, extract(epoch FROM pg_xact_commit_timestamp(xmin))::float8 AS committed
+            FROM order_transitions WHERE pg_xact_commit_timestamp(xmin) IS NOT NULL
+            """))
+        var times: [TransitionKey: Double] = [:]
+        for row in rows {
+            times[TransitionKey(orderID: try row.decode("order_id"), seq: try row.decode("seq"))] = try row.decode("committed", as: Double.self)
+        }
+        return times
     }
 
     /// Transactions committed in the benchmark's database so far.
@@ -282,9 +306,17 @@ struct EndToEndBenchmark: AsyncParsableCommand {
     }
 }
 
+/// A transition: its order and its number in that order's history.
+struct TransitionKey: Hashable {
+    var orderID: String
+    var seq: Int
+}
+
 /// One committed transition of the e2e run.
 struct TransitionSample: Sendable {
     var key: String
+    var orderID: String
+    var seq: Int
     var occurredAt: Date
     var returnedAt: Date
     var lag: Double

@@ -1,0 +1,56 @@
+import Synchronization
+
+/// Open-loop driving: call `j` (0..<count) is started when it is due, at `start + j / rate`,
+/// whether or not earlier calls have finished; returns when every call has finished.
+///
+/// Each call runs in an unstructured task, not as a child of a task group. The Swift runtime
+/// keeps a group's children in a list that it walks to unlink each child that finishes
+/// (`swift::TaskGroup::removeChildTask`), so a group with tens of thousands of callers in
+/// flight — an overloaded engine's queue — spends its time there: it was 46 % of all CPU
+/// samples of the 4× overload phase, which then "committed" a tenth of the capacity while
+/// PostgreSQL and the engine's connections sat idle. The load generator must not be what
+/// collapses.
+func runOpenLoop(
+    count: Int, rate: Int, _ call: @escaping @Sendable (_ index: Int, _ due: ContinuousClock.Instant) async -> Void
+) async {
+    let clock = ContinuousClock()
+    let start = clock.now
+    let finished = CountdownLatch(count)
+    for index in 0..<count {
+        let due = start + .nanoseconds(Int64(index) * 1_000_000_000 / Int64(rate))
+        if due > clock.now { try? await clock.sleep(until: due) }
+        Task {
+            await call(index, due)
+            finished.countDown()
+        }
+    }
+    await finished.wait()
+}
+
+/// Resumes its one waiter when it has been counted down `count` times.
+private final class CountdownLatch: Sendable {
+    private let state: Mutex<(remaining: Int, waiter: CheckedContinuation<Void, Never>?)>
+
+    init(_ count: Int) { state = Mutex((count, nil)) }
+
+    func countDown() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.remaining -= 1
+            guard state.remaining == 0 else { return nil }
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let done = state.withLock { state -> Bool in
+                if state.remaining <= 0 { return true }
+                state.waiter = continuation
+                return false
+            }
+            if done { continuation.resume() }
+        }
+    }
+}
