@@ -22,11 +22,18 @@ struct OutboxStore: Sendable {
     /// order, and an order being moved by the engine is taken next time) and leased.
     /// Only the orders of `merchants` (a NULL set is every merchant's), none of `excluded`'s
     /// (merchants whose pushes are paused or held back).
+    ///
+    /// The claim's commit does not wait for the WAL flush (`synchronous_commit` off for this
+    /// transaction only): it is on the path of every push, and a lease lost in a crash loses
+    /// nothing — the commands are still there, and the next claim takes them (the completion
+    /// after the send waits for its flush, and with it for the claim's).
     func claim(workerID: String, limit: Int, lease: Duration, merchants: MerchantScope, excluding excluded: [String] = []) async throws -> [OrderKey] {
         try await pool.query(PostgresQuery("""
-            WITH candidates AS (
+            WITH no_flush_wait AS MATERIALIZED (
+                SELECT set_config('synchronous_commit', 'off', true) AS setting
+            ), candidates AS (
                 SELECT DISTINCT ready.merchant_id, ready.order_id
-                FROM (
+                FROM no_flush_wait, (
                     SELECT c.merchant_id, c.order_id
                     FROM activity_commands c
                     JOIN orders o ON o.merchant_id = c.merchant_id AND o.order_id = c.order_id
