@@ -21,9 +21,10 @@ struct EndToEndBenchmark: AsyncParsableCommand {
             Open loop: transition j is due at start + j/rate, whether or not earlier ones have \
             finished. Each order is advanced at most once per --spacing seconds (over the 1 push/s \
             per-activity limit), so many orders are in rotation; every order has an activity token, \
-            so every transition becomes one push. Latency is measured from the transition's \
-            occurred_at (database clock, start of its transaction) and from the moment advance \
-            returned (after COMMIT) to the stand-in's receivedAt.
+            so every transition becomes one push. Latency is measured to the stand-in's \
+            receivedAt from the transition's occurred_at (database clock, start of its \
+            transaction), from its commit (pg_xact_commit_timestamp, when the server runs with \
+            track_commit_timestamp = on) and from the moment advance returned.
 
             With --overload: the capacity C at 1× (--connections tasks back to back), then open \
             loop at 2 C and 4 C, --seconds each: committed, refused as busy (and how fast), the \
