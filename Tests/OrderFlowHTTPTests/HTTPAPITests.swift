@@ -278,13 +278,15 @@ struct HTTPAPITests {
         }
     }
 
-    @Test("the generated server was made from the contract as it is")
+    @Test("the generated server was made from the contract and the generator's settings as they are")
     func generatedCodeMatchesTheContract() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..")
-        let contract = try Data(contentsOf: root.appendingPathComponent("openapi/orderflow.yaml"))
         let recorded = try String(contentsOf: root.appendingPathComponent("Sources/OrderFlowHTTP/Generated/contract.sha256"), encoding: .utf8)
-        let digest = SHA256.hash(data: contract).map { String(format: "%02x", $0) }.joined()
-        #expect(recorded.trimmingCharacters(in: .whitespacesAndNewlines) == digest,
-                "openapi/orderflow.yaml changed since Sources/OrderFlowHTTP/Generated was made: run scripts/generate-openapi")
+        let expected = try ["openapi/orderflow.yaml", "openapi/openapi-generator-config.yaml"].map { path in
+            let digest = SHA256.hash(data: try Data(contentsOf: root.appendingPathComponent(path))).map { String(format: "%02x", $0) }.joined()
+            return "\(digest)  \(path)"
+        }
+        #expect(recorded.split(separator: "\n").map(String.init) == expected,
+                "openapi/orderflow.yaml or openapi/openapi-generator-config.yaml changed since Sources/OrderFlowHTTP/Generated was made: run scripts/generate-openapi")
     }
 }

@@ -125,23 +125,7 @@ extension Components {
             }
         }
         /// - Remark: Generated from `#/components/schemas/JSONObject`.
-        internal struct JSONObject: Codable, Hashable, Sendable {
-            /// A container of undocumented properties.
-            internal var additionalProperties: OpenAPIRuntime.OpenAPIObjectContainer
-            /// Creates a new `JSONObject`.
-            ///
-            /// - Parameters:
-            ///   - additionalProperties: A container of undocumented properties.
-            internal init(additionalProperties: OpenAPIRuntime.OpenAPIObjectContainer = .init()) {
-                self.additionalProperties = additionalProperties
-            }
-            internal init(from decoder: any Swift.Decoder) throws {
-                additionalProperties = try decoder.decodeAdditionalProperties(knownKeys: [])
-            }
-            internal func encode(to encoder: any Swift.Encoder) throws {
-                try encoder.encodeAdditionalProperties(additionalProperties)
-            }
-        }
+        internal typealias JSONObject = JSONObjectValue
         /// - Remark: Generated from `#/components/schemas/WorkflowSummary`.
         internal struct WorkflowSummary: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/WorkflowSummary/name`.
