@@ -208,6 +208,8 @@ final class OverloadTally: Sendable {
     private struct State {
         var committed: [Double] = []
         var refused: [Double] = []
+        /// Refusals that were the pool's timeout (admitted, then not served in time).
+        var deadlines = 0
         var firstBusy: String?
         var otherFailures: [String] = []
         var starved = 0
@@ -219,6 +221,7 @@ final class OverloadTally: Sendable {
     func refuse(after duration: Duration, _ error: OrderFlowError) {
         state.withLock { state in
             state.refused.append(duration.asSeconds)
+            if error.message.contains("none became free") { state.deadlines += 1 }
             if state.firstBusy == nil {
                 state.firstBusy = error.message + (error.retryAfter.map { " (retryAfter \(Stats.ms($0.asSeconds)))" } ?? "")
             }
@@ -230,7 +233,8 @@ final class OverloadTally: Sendable {
     func phase(label: String, seconds: Double, drain: Double, depths: [Int]) -> OverloadPhase {
         state.withLock { state in
             OverloadPhase(
-                label: label, seconds: seconds, committed: state.committed, refused: state.refused, firstBusy: state.firstBusy,
+                label: label, seconds: seconds, committed: state.committed, refused: state.refused, deadlines: state.deadlines,
+                firstBusy: state.firstBusy,
                 otherFailures: state.otherFailures, starved: state.starved, drain: drain, depths: depths)
         }
     }
@@ -241,6 +245,7 @@ struct OverloadPhase: Sendable {
     var seconds: Double
     var committed: [Double]
     var refused: [Double]
+    var deadlines: Int
     var firstBusy: String?
     var otherFailures: [String]
     var starved: Int
@@ -256,7 +261,7 @@ struct OverloadPhase: Sendable {
         let refusedText = refused.isEmpty
             ? "0"
             : "\(refused.count) (\(Stats.ms(Stats.percentile(refused, 0.5))) / \(Stats.ms(Stats.percentile(refused, 0.99))))"
-                + (timedOut > 0 ? ", \(timedOut) timed out" : "")
+                + (timedOut > 0 ? ", \(timedOut) after ≥ 1 s (\(deadlines) at the deadline)" : "")
         return "\(label) \(String(format: "%.1f", seconds))".padding(toLength: 26, withPad: " ", startingAt: 0)
             + String(format: "%9d  %6.0f  %5.2f   ", committed.count, committedPerSecond, capacity > 0 ? committedPerSecond / capacity : 0)
             + refusedText.padding(toLength: 52, withPad: " ", startingAt: 0)

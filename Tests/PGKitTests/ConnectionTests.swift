@@ -397,7 +397,7 @@ struct TimingPoolTests {
                 let retryAfter = try #require(error.retryAfter)
                 #expect(retryAfter > .milliseconds(1600) && retryAfter < .seconds(6), "\(retryAfter)")
                 #expect(error.message.hasPrefix("busy: the pool's one connection is in use and 1 caller waiting (about "), "\(error.message)")
-                #expect(error.message.hasSuffix(" s of work, more than the 1.6 s a caller may wait); retry shortly, or raise the pool size"), "\(error.message)")
+                #expect(error.message.hasSuffix(" s of work, too close to the 1.6 s a caller may wait); retry shortly, or raise the pool size"), "\(error.message)")
                 #expect(error.sqlState == nil)
             }
             try await group.waitForAll()
