@@ -102,6 +102,79 @@ struct GroupCommitTests {
         await pool.close()
     }
 
+    /// The inserts of `insert(_:into:)` as one statement for a whole group.
+    private static let insertedTogether = CombinedStatement("""
+        WITH m AS (SELECT * FROM unnest($1::text[]) WITH ORDINALITY AS m(v, member)),
+             inserted AS (INSERT INTO t (v) SELECT v FROM m RETURNING v)
+        SELECT m.member, txid_current()::text AS tx FROM inserted JOIN m USING (v)
+        """)
+
+    private static func insertCombinable(_ value: String, into pool: PostgresPool) async throws(PostgresError) -> PostgresRows {
+        do {
+            return try await pool.withConnection { connection in
+                try await pool.queryCommittingTogether(
+                    PostgresQuery("INSERT INTO t (v) VALUES ($1) RETURNING txid_current()::text AS tx", value),
+                    combined: insertedTogether, on: connection)
+            }
+        } catch let error as PostgresError {
+            throw error
+        } catch {
+            throw PostgresError(.unexpectedResult, "\(error)")
+        }
+    }
+
+    /// A group of statements with a combined form runs as that one statement: one transaction,
+    /// and each caller gets its own row (with the combined statement's `member` column).
+    @Test func aGroupWithACombinedFormRunsAsOneStatement() async throws {
+        let pool = try await Self.pool()
+        let rows = try await withThrowingTaskGroup(of: (String, PostgresRows)?.self) { group in
+            group.addTask { try await Self.occupy(pool, seconds: 3); return nil }
+            try await Self.waitUntilOccupied(pool)
+            for value in ["a", "b", "c", "d", "e"] {
+                group.addTask { (value, try await Self.insertCombinable(value, into: pool)) }
+            }
+            return try await group.reduce(into: [String: PostgresRows]()) { if let pair = $1 { $0[pair.0] = pair.1 } }
+        }
+        #expect(rows.count == 5)
+        for (value, answer) in rows {
+            #expect(answer.count == 1, "\(value): its own row only")
+            #expect(answer.columns.contains { $0.name == "member" }, "\(value): answered by the combined statement")
+        }
+        #expect(Set(try rows.values.map { try $0.single().decode("tx", as: String.self) }).count == 1, "one transaction")
+        #expect(try await Self.stored(pool) == ["a", "b", "c", "d", "e"])
+        await pool.close()
+    }
+
+    /// A combined statement that fails commits nothing; each caller's statement then runs alone.
+    @Test func aFailedCombinedStatementRunsEachStatementAlone() async throws {
+        let pool = try await Self.pool()
+        _ = try await Self.insert("taken", into: pool)
+        let outcomes = try await withThrowingTaskGroup(of: (String, Result<PostgresRows, PostgresError>)?.self) { group in
+            group.addTask { try await Self.occupy(pool, seconds: 3); return nil }
+            try await Self.waitUntilOccupied(pool)
+            for value in ["x", "taken", "y"] {
+                group.addTask {
+                    do throws(PostgresError) {
+                        return (value, .success(try await Self.insertCombinable(value, into: pool)))
+                    } catch {
+                        return (value, .failure(error))
+                    }
+                }
+            }
+            return try await group.reduce(into: [String: Result<PostgresRows, PostgresError>]()) { if let pair = $1 { $0[pair.0] = pair.1 } }
+        }
+        guard case .failure(let error)? = outcomes["taken"] else {
+            Issue.record("the duplicate was accepted: \(String(describing: outcomes["taken"]))")
+            return
+        }
+        #expect(error.isUniqueViolation)
+        let x = try #require(try? outcomes["x"]?.get().single().decode("tx", as: String.self))
+        let y = try #require(try? outcomes["y"]?.get().single().decode("tx", as: String.self))
+        #expect(x != y, "run alone after the combined statement failed: a transaction each")
+        #expect(try await Self.stored(pool) == ["taken", "x", "y"], "each once")
+        await pool.close()
+    }
+
     @Test func withoutGroupsEveryStatementRunsAlone() async throws {
         var configuration = PostgresPool.Configuration(connection: try await TestDatabase.fresh(prefix: "group"), maximumConnections: 4)
         configuration.commitGroups = 0
