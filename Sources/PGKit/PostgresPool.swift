@@ -535,8 +535,8 @@ public struct CombinedStatement: Sendable {
     /// Identifies the combined form: the address of its literal.
     var key: UInt { UInt(bitPattern: sql.utf8Start) }
 
-    /// Runs `queries` (statements of this kind, at least one) as the combined statement and
-    /// splits its rows by `member`.
+    /// Runs `queries` (statements of this kind, at least one) as the combined statement, in
+    /// one transaction, and splits its rows by `member`.
     func run(_ queries: [PostgresQuery], on connection: PostgresConnection) async throws(PostgresError) -> [PostgresRows] {
         let parameterCount = queries[0].bindings.count
         var columns = Array(repeating: [String?](), count: parameterCount)
@@ -553,7 +553,17 @@ public struct CombinedStatement: Sendable {
                 }
             }
         }
-        let rows = try await connection.query(PostgresQuery(sql, bindings: columns.map { $0 as any PostgresBindable }))
+        // PostgreSQL would plan the statement again for every group: it sees the arrays'
+        // lengths, and a plan for a few members always looks cheaper than the generic plan
+        // (which assumes 10), so it never settles on the generic one — and planning a
+        // statement like this costs more than running it. The group's transaction therefore
+        // asks for the generic plan around it; a failed group rolls the setting back with the
+        // rest, a committed one resets it.
+        let rows = try await connection.queryGroup([
+            PostgresQuery("SET plan_cache_mode = force_generic_plan"),
+            PostgresQuery(sql, bindings: columns.map { $0 as any PostgresBindable }),
+            PostgresQuery("RESET plan_cache_mode"),
+        ])[1]
         guard let memberColumn = rows.columnIndex("member") else {
             throw PostgresError(.unexpectedResult, "a combined statement's rows must name their caller in a column \"member\"")
         }
