@@ -142,13 +142,7 @@ public final class PostgresPool: Service, Sendable {
     /// transaction gives (each sees the earlier ones' writes), and outside a transaction. The
     /// caller keeps holding its connection while it waits, so the pool's admission control
     /// (`poolBusy`) counts it as it counts any caller.
-    ///
-    /// `combined`: the same statement for several callers at once (see `CombinedStatement`).
-    /// A group whose statements all have it runs as that one statement instead of a pipeline
-    /// of them: still one transaction and one commit, less work for the server per statement.
-    public func queryCommittingTogether(
-        _ query: PostgresQuery, combined: CombinedStatement? = nil, on connection: PostgresConnection
-    ) async throws(PostgresError) -> PostgresRows {
+    public func queryCommittingTogether(_ query: PostgresQuery, on connection: PostgresConnection) async throws(PostgresError) -> PostgresRows {
         let limit = configuration.commitGroups
         guard limit > 0 else { return try await connection.query(query) }
         let turn: GroupTurn = await withUnsafeContinuation { continuation in
@@ -157,16 +151,16 @@ public final class PostgresPool: Service, Sendable {
                     groups.inFlight += 1
                     return true
                 }
-                groups.waiting.append(GroupMember(query: query, combined: combined, continuation: continuation))
+                groups.waiting.append(GroupMember(query: query, continuation: continuation))
                 return false
             }
-            if leads { continuation.resume(returning: .lead([GroupMember(query: query, combined: combined, continuation: nil)])) }
+            if leads { continuation.resume(returning: .lead([GroupMember(query: query, continuation: nil)])) }
         }
         switch turn {
         case .done(let result):
             return try result.get()
         case .lead(let members):
-            let results = await runGroup(members, on: connection)
+            let results = await runGroup(members.map(\.query), on: connection)
             // The next group, if statements came meanwhile: its first caller runs it.
             let next = commitGroups.withLock { groups -> [GroupMember]? in
                 guard !groups.waiting.isEmpty else {
@@ -190,13 +184,9 @@ public final class PostgresPool: Service, Sendable {
     private static let largestGroup = 64
 
     /// Runs a group; on failure, each statement alone (see `queryCommittingTogether`).
-    private func runGroup(_ members: [GroupMember], on connection: PostgresConnection) async -> [Result<PostgresRows, PostgresError>] {
-        let queries = members.map(\.query)
+    private func runGroup(_ queries: [PostgresQuery], on connection: PostgresConnection) async -> [Result<PostgresRows, PostgresError>] {
         if queries.count > 1 {
             do throws(PostgresError) {
-                if let combined = members[0].combined, members.allSatisfy({ $0.combined?.key == combined.key }) {
-                    return try await combined.run(queries, on: connection).map { .success($0) }
-                }
                 return try await connection.queryGroup(queries).map { .success($0) }
             } catch {
                 // Nothing of the group was committed: each statement alone gives its own answer.
@@ -499,7 +489,6 @@ private struct CommitGroups {
 
 private struct GroupMember: Sendable {
     let query: PostgresQuery
-    let combined: CombinedStatement?
     /// Nil for the caller that runs the group (it is not suspended).
     let continuation: UnsafeContinuation<GroupTurn, Never>?
 }
@@ -508,72 +497,4 @@ private struct GroupMember: Sendable {
 private enum GroupTurn: Sendable {
     case done(Result<PostgresRows, PostgresError>)
     case lead([GroupMember])
-}
-
-/// One statement that does the work of several callers' statements of one kind, for
-/// `PostgresPool.queryCommittingTogether`: the group runs as this statement alone (one
-/// execution on the server instead of one per caller) and commits as one transaction.
-///
-/// Its parameter `$n` is a one-dimensional array holding every caller's `$n`, in the group's
-/// order, as PostgreSQL's array text (cast it: `$n::text[]`, `$n::jsonb[]`; NULL stays NULL),
-/// so `unnest($1::…[], $2::…[], …) WITH ORDINALITY` gives one row per caller. Each row it
-/// returns must carry, in a column named `member`, the 1-based position of the caller it
-/// answers; each caller gets its own rows (none, if nothing was done for it), as its statement
-/// alone would have returned them (the extra column aside).
-///
-/// The callers' statements run in one snapshot here, not one after the other: the combined
-/// statement must give each the outcome it could have had alone — for instance, of two
-/// callers updating the same row under the same guard, one wins and the other finds nothing.
-/// When it fails, nothing of it committed, and every caller's statement runs alone.
-public struct CombinedStatement: Sendable {
-    private let sql: StaticString
-
-    public init(_ sql: StaticString) {
-        self.sql = sql
-    }
-
-    /// Identifies the combined form: the address of its literal.
-    var key: UInt { UInt(bitPattern: sql.utf8Start) }
-
-    /// Runs `queries` (statements of this kind, at least one) as the combined statement, in
-    /// one transaction, and splits its rows by `member`.
-    func run(_ queries: [PostgresQuery], on connection: PostgresConnection) async throws(PostgresError) -> [PostgresRows] {
-        let parameterCount = queries[0].bindings.count
-        var columns = Array(repeating: [String?](), count: parameterCount)
-        for column in columns.indices { columns[column].reserveCapacity(queries.count) }
-        for query in queries {
-            guard query.bindings.count == parameterCount else {
-                throw PostgresError(.invalidParameter, "statements combined into one must have the same parameters")
-            }
-            for (index, binding) in query.bindings.enumerated() {
-                do {
-                    columns[index].append(try binding.postgresText())
-                } catch {
-                    throw PostgresError(.invalidParameter, "parameter $\(index + 1) cannot be sent: \(error.reason)")
-                }
-            }
-        }
-        // PostgreSQL would plan the statement again for every group: it sees the arrays'
-        // lengths, and a plan for a few members always looks cheaper than the generic plan
-        // (which assumes 10), so it never settles on the generic one — and planning a
-        // statement like this costs more than running it. The group's transaction therefore
-        // asks for the generic plan around it; a failed group rolls the setting back with the
-        // rest, a committed one resets it.
-        let rows = try await connection.queryGroup([
-            PostgresQuery("SET plan_cache_mode = force_generic_plan"),
-            PostgresQuery(sql, bindings: columns.map { $0 as any PostgresBindable }),
-            PostgresQuery("RESET plan_cache_mode"),
-        ])[1]
-        guard let memberColumn = rows.columnIndex("member") else {
-            throw PostgresError(.unexpectedResult, "a combined statement's rows must name their caller in a column \"member\"")
-        }
-        var valuesByMember = Array(repeating: [[String?]](), count: queries.count)
-        for values in rows.values {
-            guard let text = values[memberColumn], let member = Int(text), valuesByMember.indices.contains(member - 1) else {
-                throw PostgresError(.unexpectedResult, "a combined statement answered for no caller of its group (member \(values[memberColumn] ?? "NULL"))")
-            }
-            valuesByMember[member - 1].append(values)
-        }
-        return valuesByMember.map { PostgresRows(columns: rows.columns, values: $0, affectedRows: $0.count) }
-    }
 }

@@ -99,38 +99,9 @@ struct OrderStore: Sendable {
             )
             SELECT seq FROM moved
             """, merchantID, orderID, target, content, time, expectedSeq, state, event, input, rendered, actor,
-            idempotencyKey, commandKind), combined: Self.transitionsWrittenTogether, on: connection)
+            idempotencyKey, commandKind), on: connection)
         return try written.first?.decode("seq", as: Int.self)
     }
-
-    /// `writeTransition`'s statement for a whole commit group at once: each parameter is the
-    /// array of every member's value, one row per member (`member`, from `WITH ORDINALITY`).
-    /// An order is updated at most once per statement, so of two members moving the same order
-    /// from the same `seq` one wins and the other finds it moved, as it would one after the
-    /// other; the history and outbox rows follow only the members whose update happened.
-    private static let transitionsWrittenTogether = CombinedStatement("""
-        WITH members AS (
-            SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::timestamptz[], $6::integer[], $7::text[],
-                                 $8::text[], $9::jsonb[], $10::jsonb[], $11::text[], $12::text[], $13::text[])
-                WITH ORDINALITY AS m(merchant_id, order_id, to_state, content, at, expected_seq, from_state, event, input,
-                                     rendered, actor, idempotency_key, command_kind, member)
-        ), moved AS (
-            UPDATE orders o SET state = m.to_state, seq = o.seq + 1, content = m.content, updated_at = m.at, state_entered_at = m.at
-            FROM members m
-            WHERE o.merchant_id = m.merchant_id AND o.order_id = m.order_id AND o.seq = m.expected_seq
-            RETURNING m.member, o.merchant_id, o.order_id, o.seq
-        ), history AS (
-            INSERT INTO order_transitions (merchant_id, order_id, seq, from_state, to_state, event, input,
-                                           rendered, actor, idempotency_key, occurred_at)
-            SELECT moved.merchant_id, moved.order_id, moved.seq, m.from_state, m.to_state, m.event, m.input, m.rendered,
-                   m.actor, m.idempotency_key, m.at
-            FROM moved JOIN members m USING (member)
-        ), command AS (
-            INSERT INTO activity_commands (merchant_id, order_id, seq, kind)
-            SELECT moved.merchant_id, moved.order_id, moved.seq, m.command_kind FROM moved JOIN members m USING (member)
-        )
-        SELECT member, seq FROM moved
-        """)
 
     // MARK: Reads
 
