@@ -35,7 +35,7 @@ struct AdvanceBenchmark: AsyncParsableCommand {
     @Flag(help: "Do not send the coalesced worker wake-up NOTIFY (to measure what it costs).")
     var noNotify = false
     @Option(help: ArgumentHelp(
-        "Orders the engine keeps in its in-process cache (default: every order of a turn, which are created just before it, as a backend that created its orders itself would; the library's default is 10000).",
+        "Orders the engine keeps in its in-process cache (default: twice a turn's orders, so that it remembers every order of a turn, which are created just before it, as a backend that created its orders itself would; the library's default is 10000).",
         valueName: "n"))
     var cachedOrders: Int?
 
@@ -76,7 +76,11 @@ struct AdvanceBenchmark: AsyncParsableCommand {
         var configuration = OrderFlowConfiguration(database: bench.configuration, maximumConnections: tasks)
         configuration.notifyWorkers = !noNotify
         if let commitGroups { configuration.commitGroups = commitGroups }
-        configuration.cachedOrders = cachedOrders ?? ordersPerTurn + 1
+        // The cache keeps an order touched within its last `capacity / 2` orders (two generations):
+        // twice a turn's orders, so that every order of the turn is still known at its first
+        // advance (with a turn's orders + 1, the first half of them were dropped by the time
+        // they were advanced, and a quarter of all advances read their order first).
+        configuration.cachedOrders = cachedOrders ?? 2 * ordersPerTurn
         // Sets the database up and runs the maintenance between turns; each engine turn gets an
         // engine of its own, which creates the turn's orders just before it (and so knows them,
         // as a backend that created its orders itself would).

@@ -57,7 +57,17 @@ struct OrderStore: Sendable {
     func orderForAdvance(
         _ connection: isolated PostgresConnection, orderID: String, idempotencyKey: String?
     ) async throws -> PostgresRow? {
-        try await connection.query(PostgresQuery("""
+        // Two statements, not one with `t.idempotency_key = $3` for both: with a NULL key
+        // PostgreSQL's custom plan drops the subquery and always looks cheaper than the generic
+        // plan, so the one statement was planned again on every keyless read (measured with
+        // pg_stat_statements: 11,647 plans for 11,631 calls, ~76 µs of planning each).
+        guard let idempotencyKey else {
+            return try await connection.query(PostgresQuery("""
+                SELECT workflow_name, workflow_version, state, seq, attributes, content, created_at, NULL::integer AS replay_seq
+                FROM orders WHERE merchant_id = $1 AND order_id = $2
+                """, merchantID, orderID)).first
+        }
+        return try await connection.query(PostgresQuery("""
             SELECT o.workflow_name, o.workflow_version, o.state, o.seq, o.attributes, o.content, o.created_at,
                    (SELECT t.seq FROM order_transitions t
                      WHERE t.merchant_id = o.merchant_id AND t.order_id = o.order_id AND t.idempotency_key = $3) AS replay_seq
