@@ -117,7 +117,9 @@ public final class OrderFlowHTTPServer: Service, Sendable {
         }
         BoardRoutes(engine: engine).register(on: router)
         let api = OrderFlowAPI(engine: engine, runsWorker: runsWorker, workerStatus: workerStatus, events: events)
-        try api.registerHandlers(on: router, configuration: Configuration(dateTranscoder: ISO8601Transcoder()))
+        // Compact JSON with its keys sorted (the runtime's default also pretty-prints: more bytes
+        // on the wire and more work per answer, for no client that parses it).
+        try api.registerHandlers(on: router, configuration: Configuration(dateTranscoder: ISO8601Transcoder(), jsonEncodingOptions: [.sortedKeys]))
         return router
     }
 }
