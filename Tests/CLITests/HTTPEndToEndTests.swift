@@ -52,7 +52,8 @@ struct HTTPEndToEndTests {
 
         // The operator's view on the API's own port: health with the worker, and the metrics.
         let health = try await cli.shell("curl -s http://127.0.0.1:\(port)/healthz")
-        #expect(health.stdout.contains(#""worker" : "running""#) && health.stdout.contains(#""status" : "ok""#), "\(health)")
+        let healthBody = try JSONSerialization.jsonObject(with: Data(health.stdout.utf8)) as? [String: Any]
+        #expect(healthBody?["worker"] as? String == "running" && healthBody?["status"] as? String == "ok", "\(health)")
         let metrics = try await cli.shell("curl -s http://127.0.0.1:\(port)/metrics")
         for name in ["hb_requests", "orderflow_app_reports_total", "orderflow_pushes_applied_total", "orderflow_commit_to_applied_seconds"] {
             #expect(metrics.stdout.contains(name), "\(name) in /metrics:\n\(metrics.stdout.split(separator: "\n").filter { $0.hasPrefix("# TYPE") }.joined(separator: "\n"))")
