@@ -103,7 +103,8 @@ extension OrderFlowEngine {
 
     /// Every API key begins so, then its prefix, `_` and the secret.
     public static let apiKeyScheme = "of_live_"
-    private static let apiKeyAlphabet = Array("abcdefghijkmnpqrstuvwxyz23456789")
+    /// The characters of a key's prefix and secret (no look-alikes: no l, o, 0, 1), as bytes.
+    private static let apiKeyAlphabet: [UInt8] = Array("abcdefghijkmnpqrstuvwxyz23456789".utf8)
 
     /// Makes an API key for a merchant. The secret is in the answer only: the database keeps
     /// its SHA-256.
@@ -113,7 +114,7 @@ extension OrderFlowEngine {
             try Self.validateName(name, what: "API key name")
             func random(_ count: Int) -> String {
                 var generator = SystemRandomNumberGenerator()
-                return String((0..<count).map { _ in Self.apiKeyAlphabet.randomElement(using: &generator)! })
+                return String(decoding: (0..<count).map { _ in Self.apiKeyAlphabet.randomElement(using: &generator)! }, as: UTF8.self)
             }
             for _ in 0..<3 {
                 let prefix = random(10)
@@ -199,7 +200,7 @@ extension OrderFlowEngine {
     /// the HTTP server's CPU).
     private static func apiKeyParts(_ text: String) -> (prefix: String, hasSecret: Bool)? {
         func isPrefix(_ bytes: Substring.UTF8View) -> Bool {
-            bytes.count == 10 && bytes.allSatisfy { apiKeyAlphabetBytes.contains($0) }
+            bytes.count == 10 && bytes.allSatisfy { apiKeyAlphabet.contains($0) }
         }
         guard text.hasPrefix(apiKeyScheme) else {
             return isPrefix(Substring(text).utf8) ? (text, false) : nil
@@ -209,8 +210,6 @@ extension OrderFlowEngine {
         guard parts.count <= 2, isPrefix(parts[0]) else { return nil }
         return (String(Substring(parts[0])), parts.count == 2 && parts[1].count == 32)
     }
-
-    private static let apiKeyAlphabetBytes: [UInt8] = Array("abcdefghijkmnpqrstuvwxyz23456789".utf8)
 
     /// Compares every byte whatever differs first: the time taken says nothing of the secret.
     static func constantTimeEqual(_ a: Data, _ b: Data) -> Bool {
