@@ -33,7 +33,9 @@ struct JSONObjectValue: Codable, Hashable, Sendable {
     }
 
     /// A value as the request's JSON has it. Strings first, then numbers: most members of an
-    /// advance's input are strings, and each kind tried in vain costs a thrown error.
+    /// advance's input are strings, and each kind tried in vain costs a thrown error. (Not
+    /// `JSONValue`'s own `Decodable`, which tries `Bool` and numbers first because it also reads
+    /// YAML, where every scalar would decode as a string.)
     private static func value(in decoder: any Decoder) throws -> JSONValue {
         let single = try decoder.singleValueContainer()
         if single.decodeNil() { return .null }
