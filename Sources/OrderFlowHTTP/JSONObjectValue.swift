@@ -34,8 +34,9 @@ struct JSONObjectValue: Codable, Hashable, Sendable {
 
     /// A value as the request's JSON has it. Strings first, then numbers: most members of an
     /// advance's input are strings, and each kind tried in vain costs a thrown error. (Not
-    /// `JSONValue`'s own `Decodable`, which tries `Bool` and numbers first because it also reads
-    /// YAML, where every scalar would decode as a string.)
+    /// `JSONValue`'s own `Decodable`: it serves any decoder, and tries `Bool` and numbers before
+    /// strings so that a decoder that turns any scalar into a string cannot; here the decoder is
+    /// always the API's `JSONDecoder`, where a value decodes as exactly one kind.)
     private static func value(in decoder: any Decoder) throws -> JSONValue {
         let single = try decoder.singleValueContainer()
         if single.decodeNil() { return .null }
