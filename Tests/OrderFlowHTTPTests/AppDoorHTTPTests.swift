@@ -80,11 +80,27 @@ extension HTTPAPITests {
         configuration.acquireTimeout = .milliseconds(300)
         let engine = OrderFlowEngine(configuration: configuration)
         let application = Application(router: try OrderFlowHTTPServer.router(engine: engine, runsWorker: false, logger: Logger(label: "test")))
-        // Both connections held (a long statement each) while the API is called.
-        let holders = (0..<2).map { _ in
-            Task { try await engine.pool.withConnection { connection in try await connection.query(PostgresQuery("SELECT pg_sleep(2)")) } }
+        // Both connections held while the API is called: each holder says when it has its
+        // connection (a fixed sleep raced slow connection set-up on a loaded CI machine) and
+        // keeps it until the call has been answered.
+        let (held, heldSignal) = AsyncStream.makeStream(of: Void.self)
+        let releases = (0..<2).map { _ in AsyncStream.makeStream(of: Void.self) }
+        let holders = releases.map { release in
+            Task {
+                try await engine.pool.withConnection { connection in
+                    _ = try await connection.query(PostgresQuery("SELECT 1"))
+                    heldSignal.yield()
+                    for await _ in release.stream { break }
+                }
+            }
         }
-        try await Task.sleep(for: .milliseconds(300))
+        func releaseHolders() { for release in releases { release.continuation.finish() } }
+        defer { releaseHolders() }
+        var holding = 0
+        for await _ in held {
+            holding += 1
+            if holding == holders.count { break }
+        }
         try await application.test(.router) { client in
             let started = ContinuousClock.now
             let reply = try await call(client, .get, "/v1/orders", headers: harness.headers())
@@ -94,6 +110,7 @@ extension HTTPAPITests {
             #expect((1...10).contains(retryAfter))
             #expect(ContinuousClock.now - started < .seconds(1.5), "refused within the acquire timeout, not after the holders")
         }
+        releaseHolders()
         for holder in holders { _ = try? await holder.value }
         await engine.shutdown()
     }
