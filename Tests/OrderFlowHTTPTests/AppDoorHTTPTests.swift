@@ -108,7 +108,9 @@ extension HTTPAPITests {
             #expect(!reply.body.contains("unavailable"), "busy is not 'the database is unavailable': \(reply.body)")
             let retryAfter = try #require(reply.headers[.retryAfter].flatMap(Int.init), "\(reply.headers)")
             #expect((1...10).contains(retryAfter))
-            #expect(ContinuousClock.now - started < .seconds(1.5), "refused within the acquire timeout, not after the holders")
+            // The holders never let go while this call runs: an answer at all means refused; well
+            // under the default 10 s wait means the 300 ms acquire timeout, with room for a slow CI.
+            #expect(ContinuousClock.now - started < .seconds(5), "refused within the acquire timeout, not after the default wait")
         }
         releaseHolders()
         for holder in holders { _ = try? await holder.value }
