@@ -78,10 +78,14 @@ public final class PostgresPool: Service, Sendable {
         /// (whichever promises sooner: refusing a caller who would have been served is the
         /// costlier mistake).
         func queueWait(connections: Int) -> Double? {
-            let byHold = holdTime.map { Double(waiters.count + 1) * $0 / Double(connections) }
-            let byPace = releaseInterval.map { Double(waiters.count + 1) * $0 }
-            guard let byHold, let byPace else { return byHold ?? byPace }
-            return min(byHold, byPace)
+            servingInterval(connections: connections).map { Double(waiters.count + 1) * $0 }
+        }
+
+        /// How long, by recent experience, the pool takes to serve one more waiting caller.
+        func servingInterval(connections: Int) -> Double? {
+            let byHold = holdTime.map { $0 / Double(connections) }
+            guard let byHold, let releaseInterval else { return byHold ?? releaseInterval }
+            return min(byHold, releaseInterval)
         }
     }
 
@@ -335,21 +339,60 @@ public final class PostgresPool: Service, Sendable {
     /// between, and returns when nobody waits. Deadlines come in queue order (one timeout for
     /// every caller), so only the front is looked at; wake-ups are at least 20 ms apart, so a
     /// timeout may be told up to 20 ms late.
+    ///
+    /// It also sheds the hopeless: a caller admitted when the queue looked short enough waits
+    /// on while the pace may fall (a slower stretch of the server, of the machine); one that
+    /// the queue ahead of it can no longer be served before its deadline, at the pool's recent
+    /// pace, is refused now with the busy answer instead of at its deadline after the full wait
+    /// (`orderflow-bench e2e --overload` had hundreds of callers refused only after 10 s).
     private func expireWaiters() async {
+        let maximum = configuration.maximumConnections
         while true {
             let now = ContinuousClock.now
-            let (expired, error, next) = state.withLock { state in
+            let (expired, error, shed, busy, next) = state.withLock { state in
                 let expired = state.waiters.removeExpired(at: now)
+                var shed: [WaiterQueue.Continuation] = []
+                var busy: PostgresError?
+                if let interval = state.servingInterval(connections: maximum) {
+                    // The next connection is due one interval after the last came back (or any
+                    // moment, when that is past): a holder's time so far counts.
+                    let nextRelease = state.lastRelease.map { max(now, $0 + .seconds(interval)) } ?? now + .seconds(interval)
+                    shed = state.waiters.removeHopeless(nextRelease: nextRelease, servingInterval: interval)
+                    if !shed.isEmpty { busy = shedError(state, interval: interval) }
+                }
                 let next = state.waiters.firstDeadline
                 if next == nil { state.expiryTimerRuns = false }
-                return (expired, expired.isEmpty ? nil : timeoutError(state), next)
+                return (expired, expired.isEmpty ? nil : timeoutError(state), shed, busy, next)
             }
             if let error {
                 for waiter in expired { waiter.resume(throwing: error) }
             }
+            if let busy {
+                for waiter in shed { waiter.resume(throwing: busy) }
+            }
             guard let next else { return }
-            try? await Task.sleep(until: max(next, now + .milliseconds(20)))
+            // Look again at the first deadline, and meanwhile every so often for the hopeless.
+            try? await Task.sleep(until: max(min(next, now + Self.sheddingInterval), now + .milliseconds(20)))
         }
+    }
+
+    /// How often the waiting callers are looked over for those who can no longer be served in time.
+    private static let sheddingInterval: Duration = .milliseconds(100)
+
+    /// Waiters refused because the queue ahead of them would outlast their deadlines.
+    private func shedError(_ state: State, interval: Double) -> PostgresError {
+        var error = PostgresError(
+            .poolBusy,
+            "busy: \(Self.allInUse(configuration.maximumConnections)), and at the pool's pace now (one caller every "
+                + "\(Self.milliseconds(interval))) the callers queued ahead could not be served before this one's wait ran out; "
+                + "retry shortly, or raise the pool size")
+        // When the queue that stays should be through.
+        error.retryAfter = .milliseconds(Int64((Double(state.waiters.count) * interval * 1000).rounded(.up)))
+        return error
+    }
+
+    private static func milliseconds(_ value: Double) -> String {
+        value < 0.01 ? "\((value * 10_000).rounded() / 10) ms" : "\(Int((value * 1000).rounded())) ms"
     }
 
     /// A waiter's deadline passed.
@@ -458,6 +501,37 @@ private struct WaiterQueue {
             expired.append(first)
         }
         return expired
+    }
+
+    /// Removes the waiters that, served in their order one every `servingInterval` seconds from
+    /// `nextRelease` on, would not be served before their deadlines; each kept waiter counts for
+    /// those behind it.
+    mutating func removeHopeless(nextRelease: ContinuousClock.Instant, servingInterval: Double) -> [Continuation] {
+        guard head < items.count, servingInterval > 0 else { return [] }
+        let step = Duration.seconds(servingInterval)
+        // Usually nobody is: look without copying first.
+        var served = nextRelease
+        var any = false
+        for item in items[head...] {
+            if served > item.deadline { any = true; break }
+            served += step
+        }
+        guard any else { return [] }
+        var hopeless: [Continuation] = []
+        var kept: [(id: Int, deadline: ContinuousClock.Instant, continuation: Continuation)] = []
+        kept.reserveCapacity(count)
+        served = nextRelease
+        for item in items[head...] {
+            if served > item.deadline {
+                hopeless.append(item.continuation)
+            } else {
+                kept.append(item)
+                served += step
+            }
+        }
+        items = kept
+        head = 0
+        return hopeless
     }
 
     mutating func removeFirst() -> Continuation? {

@@ -408,6 +408,75 @@ struct TimingPoolTests {
         await pool.close()
     }
 
+    /// Shedding: callers admitted to the queue, whom the pool can no longer serve before their
+    /// deadlines at its pace (the connection is held much longer than the pool has learnt), are
+    /// refused with the busy answer while they wait, not at their deadlines; those at the front
+    /// are served.
+    @Test func poolShedsWaitersItCanNoLongerServeInTime() async throws {
+        let configuration = try TestDatabase.serverConfiguration()
+        let pool = PostgresPool(.init(connection: configuration, maximumConnections: 1, acquireTimeout: .seconds(3)))
+        // The pool learns that a caller holds its connection about 0.1 s.
+        try await pool.query(PostgresQuery("SELECT pg_sleep(0.1)"))
+        let (held, holding) = AsyncStream<Void>.makeStream()
+        let clock = ContinuousClock()
+        let outcomes = LockedOutcomes()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                try await pool.withConnection { connection in
+                    holding.yield()
+                    try await connection.query(PostgresQuery("SELECT pg_sleep(2.5)"))
+                }
+            }
+            var iterator = held.makeAsyncIterator()
+            await iterator.next()
+            // Ten callers queue, each admitted (about 1 s of work by the pool's estimate, 2.4 s
+            // allowed), one after the other so that their order is known.
+            let callers = 10
+            for index in 0..<callers {
+                group.addTask {
+                    let asked = clock.now
+                    do {
+                        try await pool.query(PostgresQuery("SELECT pg_sleep(0.1)"))
+                        outcomes.append(index, .served(after: clock.now - asked))
+                    } catch let error as PostgresError {
+                        outcomes.append(index, .refused(error, after: clock.now - asked))
+                    }
+                }
+                let queueing = clock.now
+                while await pool.statistics.waiting < index + 1 {
+                    guard clock.now - queueing < .seconds(5) else { Issue.record("caller \(index) never queued"); break }
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+            }
+            try await group.waitForAll()
+        }
+        let all = outcomes.sorted
+        #expect(all.count == 10)
+        // The first in the queue is served when the holder lets go (2.5 s, inside its 3 s).
+        if case .served = all.first?.outcome {} else { Issue.record("the first caller in the queue was not served: \(all)") }
+        // The tail is refused as busy while it waits: well after it queued (not at admission),
+        // before its 3 s deadline (not a timeout).
+        let shed = all.compactMap { entry -> (PostgresError, Duration)? in
+            if case .refused(let error, let after) = entry.outcome, error.kind == .poolBusy { return (error, after) }
+            return nil
+        }
+        #expect(!shed.isEmpty, "nobody was shed: \(all)")
+        for (error, after) in shed {
+            // A timeout would be `poolTimeout`, at 3 s.
+            #expect(after > .milliseconds(500) && after < .seconds(3), "shed \(after) after asking: \(error.message)")
+            #expect(error.isBusy && error.isTransient && !error.isConnectionProblem)
+            #expect(error.message.hasPrefix("busy: the pool's one connection is in use, and at the pool's pace now (one caller every "), "\(error.message)")
+            #expect(error.message.hasSuffix(") the callers queued ahead could not be served before this one's wait ran out; retry shortly, or raise the pool size"), "\(error.message)")
+            #expect(error.retryAfter != nil)
+        }
+        // Shed from the back: every caller served came before every caller shed.
+        let lastServed = all.lastIndex { if case .served = $0.outcome { true } else { false } } ?? -1
+        let firstShed = all.firstIndex { if case .refused(let error, _) = $0.outcome { error.kind == .poolBusy } else { false } } ?? all.count
+        #expect(lastServed < firstShed, "\(all)")
+        #expect(await pool.statistics.waiting == 0)
+        await pool.close()
+    }
+
     @Test func poolRunsBlockingQueriesOffTheConcurrencyPool() async throws {
         let configuration = try TestDatabase.serverConfiguration()
         let pool = PostgresPool(.init(connection: configuration, maximumConnections: 8))
@@ -441,4 +510,25 @@ struct TimingPoolTests {
         await pool.close()
     }
 
+}
+
+/// What each caller of a pool test got, by its place in the queue.
+private final class LockedOutcomes: Sendable {
+    enum Outcome: Sendable, CustomStringConvertible {
+        case served(after: Duration)
+        case refused(PostgresError, after: Duration)
+
+        var description: String {
+            switch self {
+            case .served(let after): "served after \(after)"
+            case .refused(let error, let after): "\(error.kind) after \(after)"
+            }
+        }
+    }
+
+    private let entries = Mutex<[(index: Int, outcome: Outcome)]>([])
+
+    func append(_ index: Int, _ outcome: Outcome) { entries.withLock { $0.append((index, outcome)) } }
+
+    var sorted: [(index: Int, outcome: Outcome)] { entries.withLock { $0 }.sorted { $0.index < $1.index } }
 }
