@@ -90,8 +90,15 @@ public final class PostgresListener: Service, Sendable {
 }
 
 extension PostgresPool {
-    /// Sends a notification with bound channel and payload (`pg_notify($1, $2)`).
+    /// Sends a notification with bound channel and payload (`pg_notify($1, $2)`), in a
+    /// transaction of its own whose commit does not wait for the WAL flush.
+    ///
+    /// A NOTIFY gets a transaction id, so with the server's default `synchronous_commit` its
+    /// commit waits for an fsync before the listeners are told: a wake-up delayed behind every
+    /// other commit's flush. The transaction writes no data, and a crash that could undo its
+    /// commit also drops every listener's connection, so the wait protects nothing.
     public func notify(channel: String, payload: String = "") async throws {
-        try await query(PostgresQuery("SELECT pg_notify($1, $2)", channel, payload))
+        try await query(PostgresQuery(
+            "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)", channel, payload))
     }
 }
