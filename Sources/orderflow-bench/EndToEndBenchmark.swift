@@ -173,6 +173,7 @@ struct EndToEndBenchmark: AsyncParsableCommand {
 
         print("driving \(total) transitions at \(rate)/s for \(seconds) s over \(window) orders in rotation (each advanced every \(spacing) s)…")
         let clock = ContinuousClock()
+        let wakeWatch = worker == nil ? nil : WakeWatch(configuration: bench.configuration)
         let commitsBefore = try? await Self.databaseCommits(engine: engine)
         let start = clock.now
         await runOpenLoop(count: total, rate: rate) { j, due in
@@ -213,6 +214,7 @@ struct EndToEndBenchmark: AsyncParsableCommand {
         try await Task.sleep(for: .seconds(1))
         samplerTask.cancel()
         let depths = await samplerTask.value
+        let wakeArrivals = await wakeWatch?.stop()
 
         // Match each push to its transition by activity token and content-state status.
         var received: [String: Date] = [:]
@@ -227,6 +229,8 @@ struct EndToEndBenchmark: AsyncParsableCommand {
         var fromCommitTimestamp: [Double] = []
         var fromReturn: [Double] = []
         var lags: [Double] = []
+        var commitsWithPush: [Double] = []
+        var pushesAfterCommit: [Double] = []
         var missing = 0
         for record in succeeded {
             lags.append(record.lag)
@@ -234,6 +238,8 @@ struct EndToEndBenchmark: AsyncParsableCommand {
             fromCommit.append(at.timeIntervalSince(record.occurredAt))
             if let committed = commitTimes?[TransitionKey(orderID: record.orderID, seq: record.seq)] {
                 fromCommitTimestamp.append(at.timeIntervalSince1970 - committed)
+                commitsWithPush.append(committed)
+                pushesAfterCommit.append(at.timeIntervalSince1970)
             }
             fromReturn.append(at.timeIntervalSince(record.returnedAt))
         }
@@ -259,6 +265,16 @@ struct EndToEndBenchmark: AsyncParsableCommand {
         } else {
             print("latency commit → push received:       p50 \(Stats.ms(Stats.percentile(fromCommitTimestamp, 0.5)))  p99 \(Stats.ms(Stats.percentile(fromCommitTimestamp, 0.99)))  max \(Stats.ms(fromCommitTimestamp.max() ?? 0))"
                   + "  (\(fromCommitTimestamp.count) transitions; pg_xact_commit_timestamp)")
+        }
+        if let wakeArrivals, !commitsWithPush.isEmpty {
+            // The wake path alone: commit → the first NOTIFY a listener received after it; and
+            // what follows it (the worker's claim, read and send, or a poll that came first).
+            let found = zip(zip(commitsWithPush, pushesAfterCommit), WakeWatch.waits(commits: commitsWithPush, arrivals: wakeArrivals))
+                .compactMap { pair, wait in wait.map { (wait: $0, rest: pair.1 - pair.0 - $0) } }
+            let waits = found.map(\.wait), rest = found.map(\.rest)
+            print("  of which commit → first NOTIFY received after it: p50 \(Stats.ms(Stats.percentile(waits, 0.5)))  p99 \(Stats.ms(Stats.percentile(waits, 0.99)))"
+                  + "; that NOTIFY → push received: p50 \(Stats.ms(Stats.percentile(rest, 0.5)))  p99 \(Stats.ms(Stats.percentile(rest, 0.99)))"
+                  + String(format: "  (%ld NOTIFYs received, %.0f/s)", wakeArrivals.count, Double(wakeArrivals.count) / max(driven, 1)))
         }
         print("latency advance returned → received:  p50 \(Stats.ms(Stats.percentile(fromReturn, 0.5)))  p99 \(Stats.ms(Stats.percentile(fromReturn, 0.99)))  max \(Stats.ms(fromReturn.max() ?? 0))")
         if depths.isEmpty {
