@@ -20,9 +20,7 @@ extension OrderFlowEngine {
     /// Swift calls equal and PostgreSQL does not (`é` as one code point or two); spaces, quotes
     /// and control or direction characters make an id that prints as something else.
     static func validateIdentifier(_ value: String, what: String, allowEmpty: Bool = false) throws {
-        if value.utf8.count <= maximumIdentifierLength, value.utf8.allSatisfy(isIdentifierByte), allowEmpty || !value.isEmpty {
-            return
-        }
+        if isPlainIdentifier(value, allowEmpty: allowEmpty) { return }
         try validateStoredIdentifier(value, what: what, allowEmpty: allowEmpty)
         let scalars = Array(value.unicodeScalars)
         if let index = scalars.firstIndex(where: { !($0.isASCII && isIdentifierByte(UInt8($0.value))) }) {
@@ -32,6 +30,12 @@ extension OrderFlowEngine {
                 .invalidInput,
                 "the \(what) \"\(shown(value))\" has \(character) at position \(index + 1); ids, names and keys use only ASCII letters, digits and \(identifierPunctuation.map { String($0) }.joined(separator: " ")) (1 to \(maximumIdentifierLength) characters): use only those")
         }
+    }
+
+    /// Whether `value` passes ``validateIdentifier(_:what:allowEmpty:)`` on its fast path: ASCII
+    /// identifier bytes only (so nothing to trim either), not too long.
+    static func isPlainIdentifier(_ value: String, allowEmpty: Bool = false) -> Bool {
+        value.utf8.count <= maximumIdentifierLength && value.utf8.allSatisfy(isIdentifierByte) && (allowEmpty || !value.isEmpty)
     }
 
     /// The checks an id passed before the text policy: what the database can hold and index

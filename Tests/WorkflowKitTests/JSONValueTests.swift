@@ -14,6 +14,15 @@ struct JSONValueTests {
         #expect(JSONValue.double(.nan).jsonString == "null")
     }
 
+    @Test func escapesEveryControlByteAndCountsWhatItWrites() throws {
+        let hostile = "Tab\tq\" b\\s \n\r\u{8}\u{c}\u{1}\u{1f} ünï 🍕 \u{7f}\u{202E}"
+        let value: JSONValue = ["k\"ey": .string(hostile), "plain": "text"]
+        #expect(value.jsonString == #"{"k\"ey":"Tab\tq\" b\\s \n\r\b\f\u0001\u001f ünï 🍕 \#u{7f}\#u{202E}","plain":"text"}"#)
+        #expect(value.jsonByteCount == value.serialized.count)
+        #expect(value.jsonString.utf8.elementsEqual(value.serialized))
+        #expect(try JSONValue(json: value.jsonString) == value)
+    }
+
     @Test func roundTripsThroughCodable() throws {
         let data = try JSONEncoder().encode(sample)
         #expect(try JSONDecoder().decode(JSONValue.self, from: data) == sample)
