@@ -310,6 +310,15 @@ extension JSONValue: CustomStringConvertible {
         return "\(value)"
     }
 
+    /// `string` as a JSON string literal, appended to `output` (the same text as
+    /// ``writeString(_:into:)`` writes as bytes).
+    public static func writeString(_ string: String, to output: inout String) {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(string.utf8.count + 2)
+        writeString(string, into: &bytes)
+        output += String(decoding: bytes, as: UTF8.self)
+    }
+
     /// Writes `string` as a JSON string: quoted, with `"`, `\\` and control characters escaped.
     /// Byte by byte: only ASCII needs escaping, and UTF-8's multi-byte sequences never contain
     /// an ASCII byte, so they pass through unchanged.

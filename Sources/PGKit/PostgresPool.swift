@@ -342,9 +342,10 @@ public final class PostgresPool: Service, Sendable {
     ///
     /// It also sheds the hopeless: a caller admitted when the queue looked short enough waits
     /// on while the pace may fall (a slower stretch of the server, of the machine); one that
-    /// the queue ahead of it can no longer be served before its deadline, at the pool's recent
-    /// pace, is refused now with the busy answer instead of at its deadline after the full wait
-    /// (`orderflow-bench e2e --overload` had hundreds of callers refused only after 10 s).
+    /// the queue ahead of it could not get through before its deadline even if every
+    /// connection came back now and then kept the pool's recent pace is refused now with the
+    /// busy answer instead of at its deadline after the full wait (`orderflow-bench e2e
+    /// --overload` had hundreds of callers refused only after 10 s).
     private func expireWaiters() async {
         let maximum = configuration.maximumConnections
         while true {
@@ -354,10 +355,7 @@ public final class PostgresPool: Service, Sendable {
                 var shed: [WaiterQueue.Continuation] = []
                 var busy: PostgresError?
                 if let interval = state.servingInterval(connections: maximum) {
-                    // The next connection is due one interval after the last came back (or any
-                    // moment, when that is past): a holder's time so far counts.
-                    let nextRelease = state.lastRelease.map { max(now, $0 + .seconds(interval)) } ?? now + .seconds(interval)
-                    shed = state.waiters.removeHopeless(nextRelease: nextRelease, servingInterval: interval)
+                    shed = state.waiters.removeHopeless(at: now, connections: maximum, holdPerConnection: interval * Double(maximum))
                     if !shed.isEmpty { busy = shedError(state, interval: interval) }
                 }
                 let next = state.waiters.firstDeadline
@@ -503,30 +501,26 @@ private struct WaiterQueue {
         return expired
     }
 
-    /// Removes the waiters that, served in their order one every `servingInterval` seconds from
-    /// `nextRelease` on, would not be served before their deadlines; each kept waiter counts for
-    /// those behind it.
-    mutating func removeHopeless(nextRelease: ContinuousClock.Instant, servingInterval: Double) -> [Continuation] {
-        guard head < items.count, servingInterval > 0 else { return [] }
-        let step = Duration.seconds(servingInterval)
+    /// Removes the waiters that cannot be served before their deadlines even at best: each of
+    /// the `connections` could come back at once, and after that serves one caller per
+    /// `holdPerConnection` seconds, so the waiter with `k` kept waiters ahead of it waits at least
+    /// `k / connections` (rounded down) holds. The optimistic bound keeps callers that a pool
+    /// which is merely slow (long holds, all started together) will serve; under overload, with
+    /// thousands queued, it is within one hold of the expected wait.
+    mutating func removeHopeless(at now: ContinuousClock.Instant, connections: Int, holdPerConnection: Double) -> [Continuation] {
+        guard head < items.count, holdPerConnection > 0, connections > 0 else { return [] }
+        let hold = Duration.seconds(holdPerConnection)
+        func earliest(_ ahead: Int) -> ContinuousClock.Instant { now + hold * (ahead / connections) }
         // Usually nobody is: look without copying first.
-        var served = nextRelease
-        var any = false
-        for item in items[head...] {
-            if served > item.deadline { any = true; break }
-            served += step
-        }
-        guard any else { return [] }
+        guard items[head...].indices.contains(where: { earliest($0 - head) > items[$0].deadline }) else { return [] }
         var hopeless: [Continuation] = []
         var kept: [(id: Int, deadline: ContinuousClock.Instant, continuation: Continuation)] = []
         kept.reserveCapacity(count)
-        served = nextRelease
         for item in items[head...] {
-            if served > item.deadline {
+            if earliest(kept.count) > item.deadline {
                 hopeless.append(item.continuation)
             } else {
                 kept.append(item)
-                served += step
             }
         }
         items = kept

@@ -87,10 +87,15 @@ extension HTTPAPITests {
         let releases = (0..<2).map { _ in AsyncStream.makeStream(of: Void.self) }
         let holders = releases.map { release in
             Task {
-                try await engine.pool.withConnection { connection in
-                    _ = try await connection.query(PostgresQuery("SELECT 1"))
-                    heldSignal.yield()
-                    for await _ in release.stream { break }
+                do {
+                    try await engine.pool.withConnection { connection in
+                        _ = try await connection.query(PostgresQuery("SELECT 1"))
+                        heldSignal.yield()
+                        for await _ in release.stream { break }
+                    }
+                } catch {
+                    heldSignal.finish()  // the wait below ends, and the test fails, instead of hanging
+                    throw error
                 }
             }
         }
@@ -101,6 +106,7 @@ extension HTTPAPITests {
             holding += 1
             if holding == holders.count { break }
         }
+        try #require(holding == holders.count, "a holder could not get its connection: \(holders)")
         try await application.test(.router) { client in
             let started = ContinuousClock.now
             let reply = try await call(client, .get, "/v1/orders", headers: harness.headers())
