@@ -348,20 +348,28 @@ public final class PostgresPool: Service, Sendable {
     /// --overload` had hundreds of callers refused only after 10 s).
     private func expireWaiters() async {
         let maximum = configuration.maximumConnections
+        // The pace read at the previous look. One stall (a checkpoint, a descheduled thread)
+        // makes one long interval between releases and lifts the moving average for a few
+        // dozen releases; shedding on that reading refused thousands the pool then served. So a
+        // waiter is shed only when hopeless at the better of two readings a look apart.
+        var previousInterval: Double?
         while true {
             let now = ContinuousClock.now
-            let (expired, error, shed, busy, next) = state.withLock { state in
+            let (expired, error, shed, busy, next, interval) = state.withLock { state in
                 let expired = state.waiters.removeExpired(at: now)
                 var shed: [WaiterQueue.Continuation] = []
                 var busy: PostgresError?
-                if let interval = state.servingInterval(connections: maximum) {
-                    shed = state.waiters.removeHopeless(at: now, connections: maximum, holdPerConnection: interval * Double(maximum))
-                    if !shed.isEmpty { busy = shedError(state, interval: interval) }
+                let interval = state.servingInterval(connections: maximum)
+                if let interval, let previousInterval {
+                    let best = min(interval, previousInterval)
+                    shed = state.waiters.removeHopeless(at: now, connections: maximum, holdPerConnection: best * Double(maximum))
+                    if !shed.isEmpty { busy = shedError(state, interval: best) }
                 }
                 let next = state.waiters.firstDeadline
                 if next == nil { state.expiryTimerRuns = false }
-                return (expired, expired.isEmpty ? nil : timeoutError(state), shed, busy, next)
+                return (expired, expired.isEmpty ? nil : timeoutError(state), shed, busy, next, interval)
             }
+            previousInterval = interval
             if let error {
                 for waiter in expired { waiter.resume(throwing: error) }
             }
