@@ -73,6 +73,8 @@ extension EndToEndBenchmark {
         }
         for phase in phases {
             print("  \(phase.label) outbox every 0.5 s: \(phase.depths.map { String($0) }.joined(separator: " "))")
+            print("  \(phase.label) engine pool every 0.5 s (idle connections/waiting callers/committed in the half second): "
+                  + phase.pool.map { "\($0.idle)/\($0.waiting)/\($0.committed)" }.joined(separator: " "))
         }
         print("pushes accepted by the stand-in: \(apns.server.acceptedCount) (\(apns.server.rejectedCount) refused); process peak RSS \(peakRSSMegabytes()) MB")
         if let busy = phases.compactMap(\.firstBusy).first { print("a busy refusal reads: \(busy)") }
@@ -84,13 +86,36 @@ extension EndToEndBenchmark {
     ) async throws -> OverloadPhase {
         let tally = OverloadTally()
         let sampler = Task { await sampleDepths(configuration: bench.configuration) }
+        let poolSampler = Task { await samplePool(engine: engine, tally: tally) }
         let start = ContinuousClock.now
         await drive(tally)
         let driven = (ContinuousClock.now - start).asSeconds
+        poolSampler.cancel()
         let drained = try await drainTime(engine: engine)
         sampler.cancel()
         let depths = await sampler.value
-        return tally.phase(label: label, seconds: driven, drain: drained, depths: depths)
+        var phase = tally.phase(label: label, seconds: driven, drain: drained, depths: depths)
+        phase.pool = await poolSampler.value
+        return phase
+    }
+
+    /// Every 0.5 s while the phase is driven: the engine pool's idle connections and waiting
+    /// callers, and the advances committed in the last half second — whether the pool ever
+    /// ran dry (connections idle while callers were refused) when the goodput fell.
+    private func samplePool(engine: OrderFlowEngine, tally: OverloadTally) async -> [PoolSample] {
+        var samples: [PoolSample] = []
+        var committedBefore = tally.committedCount
+        var next = ContinuousClock.now
+        while !Task.isCancelled {
+            next = next + .milliseconds(500)
+            try? await Task.sleep(until: next)
+            if Task.isCancelled { break }
+            let statistics = await engine.pool.statistics
+            let committed = tally.committedCount
+            samples.append(PoolSample(idle: statistics.idle, waiting: statistics.waiting, committed: committed - committedBefore))
+            committedBefore = committed
+        }
+        return samples
     }
 
     private func closedLoop(engine: OrderFlowEngine, supply: OrderSupply, tally: OverloadTally) async {
@@ -229,6 +254,7 @@ final class OverloadTally: Sendable {
     }
     func fail(_ error: any Error) { state.withLock { $0.otherFailures.append(String(describing: error)) } }
     func starve() { state.withLock { $0.starved += 1 } }
+    var committedCount: Int { state.withLock { $0.committed.count } }
 
     func phase(label: String, seconds: Double, drain: Double, depths: [Int]) -> OverloadPhase {
         state.withLock { state in
@@ -240,7 +266,14 @@ final class OverloadTally: Sendable {
     }
 }
 
+struct PoolSample: Sendable {
+    var idle: Int
+    var waiting: Int
+    var committed: Int
+}
+
 struct OverloadPhase: Sendable {
+    var pool: [PoolSample] = []
     var label: String
     var seconds: Double
     var committed: [Double]
