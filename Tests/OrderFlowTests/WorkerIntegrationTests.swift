@@ -226,12 +226,14 @@ struct WorkerIntegrationTests {
         h.apns.setResponseDelay(.seconds(5))
         let doomed = h.start(h.configuration("doomed") { $0.lease = .seconds(1) })
         try await h.apns.waitForPushes(count: 1)  // in flight: APNs has it, the worker waits for the answer
+        // The lease was taken just before this push went out: it expires about 1 s from here
+        // (measured here, not after the checks below, which a loaded machine can stretch).
+        let claimedAt = ContinuousClock.now
         await doomed.crash()
         #expect(try await h.leaseOwners() == ["doomed"], "the crashed worker's lease is left behind")
         #expect(try await h.outcomes("t5").isEmpty)
 
         h.apns.clearFaults()
-        let claimedAt = ContinuousClock.now
         let rescuer = h.start(h.configuration("rescuer"))
         try await eventually("the other worker delivers") { try await h.outcomes("t5") == ["sent"] }
         try await rescuer.stop()
