@@ -319,6 +319,8 @@ extension JSONValue: CustomStringConvertible {
         output += String(decoding: bytes, as: UTF8.self)
     }
 
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
     /// Writes `string` as a JSON string: quoted, with `"`, `\\` and control characters escaped.
     /// Byte by byte: only ASCII needs escaping, and UTF-8's multi-byte sequences never contain
     /// an ASCII byte, so they pass through unchanged.
@@ -340,10 +342,9 @@ extension JSONValue: CustomStringConvertible {
             case 0x08: bytes.append(contentsOf: #"\b"#.utf8)
             case 0x0C: bytes.append(contentsOf: #"\f"#.utf8)
             case ..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
                 bytes.append(contentsOf: #"\u00"#.utf8)
-                bytes.append(hex[Int(byte >> 4)])
-                bytes.append(hex[Int(byte & 0xF)])
+                bytes.append(hexDigits[Int(byte >> 4)])
+                bytes.append(hexDigits[Int(byte & 0xF)])
             default: bytes.append(byte)
             }
         }

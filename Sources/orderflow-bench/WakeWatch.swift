@@ -9,12 +9,10 @@ import OrderFlowTesting
 /// and the rest (claim, read, send), so a miss of the latency goal points at one of them.
 final class WakeWatch: Sendable {
     private let arrivals = LockedValue<[Double]>([])
-    private let listener: PostgresListener
     private let task: Task<Void, Never>
 
     init(configuration: PostgresConfiguration) {
         let listener = PostgresListener(configuration: configuration, channels: [OrderFlowEngine.wakeChannel])
-        self.listener = listener
         let arrivals = self.arrivals
         task = Task {
             await withTaskGroup(of: Void.self) { group in
