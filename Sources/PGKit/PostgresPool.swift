@@ -154,7 +154,19 @@ public final class PostgresPool: Service, Sendable {
     /// transaction gives (each sees the earlier ones' writes), and outside a transaction. The
     /// caller keeps holding its connection while it waits, so the pool's admission control
     /// (`poolBusy`) counts it as it counts any caller.
-    public func queryCommittingTogether(_ query: PostgresQuery, on connection: PostgresConnection) async throws(PostgresError) -> PostgresRows {
+    ///
+    /// `batch`, when given, is the same statement written once for many: each of its
+    /// parameters `$n` is an array (`$n::text[]`, `$n::jsonb[]`, …) holding parameter `$n` of
+    /// every statement of the group, in the group's order, and each row it returns names the
+    /// statement it belongs to in a column `batch_ordinal` (1 for the first; `unnest(…) WITH
+    /// ORDINALITY` gives it). A group whose statements all have the same batch form runs as
+    /// that one statement: one parse, one plan and one execution on the server instead of one
+    /// each, which is most of a small statement's cost there. It must give every statement the
+    /// rows that statement would get in some serial order of the group; when it fails, each
+    /// statement runs alone, as above.
+    public func queryCommittingTogether(
+        _ query: PostgresQuery, batch: StaticString? = nil, on connection: PostgresConnection
+    ) async throws(PostgresError) -> PostgresRows {
         let limit = configuration.commitGroups
         guard limit > 0 else { return try await connection.query(query) }
         let turn: GroupTurn = await withUnsafeContinuation { continuation in
@@ -163,18 +175,21 @@ public final class PostgresPool: Service, Sendable {
                     groups.inFlight += 1
                     return true
                 }
-                groups.waiting.append(GroupMember(query: query, continuation: continuation))
+                groups.waiting.append(GroupMember(query: query, batch: batch, continuation: continuation))
                 return false
             }
-            if leads { continuation.resume(returning: .lead([GroupMember(query: query, continuation: nil)])) }
+            if leads { continuation.resume(returning: .lead([GroupMember(query: query, batch: batch, continuation: nil)])) }
         }
         switch turn {
         case .done(let result):
             return try result.get()
         case .lead(let members):
-            let results = await runGroup(members.map(\.query), on: connection)
+            let started = ContinuousClock.now
+            let results = await runGroup(members, on: connection)
+            let took = ContinuousClock.now - started
             // The next group, if statements came meanwhile: its first caller runs it.
             let next = commitGroups.withLock { groups -> [GroupMember]? in
+                groups.record(size: members.count, took: took)
                 guard !groups.waiting.isEmpty else {
                     groups.inFlight -= 1
                     return nil
@@ -195,10 +210,21 @@ public final class PostgresPool: Service, Sendable {
     /// process, and its last statement's caller waits for all of them.
     private static let largestGroup = 64
 
-    /// Runs a group; on failure, each statement alone (see `queryCommittingTogether`).
-    private func runGroup(_ queries: [PostgresQuery], on connection: PostgresConnection) async -> [Result<PostgresRows, PostgresError>] {
+    /// Runs a group — as its batch form when every statement has the same one, else as a
+    /// pipeline — and on failure each statement alone (see `queryCommittingTogether`).
+    private func runGroup(_ members: [GroupMember], on connection: PostgresConnection) async -> [Result<PostgresRows, PostgresError>] {
+        let queries = members.map(\.query)
         if queries.count > 1 {
             do throws(PostgresError) {
+                if let batch = Self.commonBatch(of: members) {
+                    let rows = try await connection.query(try Self.batchQuery(batch, queries))
+                    // Committed: from here on nothing runs again, whatever the rows say.
+                    do throws(PostgresError) {
+                        return try rows.splitByBatchOrdinal(count: queries.count).map { .success($0) }
+                    } catch {
+                        return Array(repeating: .failure(error), count: queries.count)
+                    }
+                }
                 return try await connection.queryGroup(queries).map { .success($0) }
             } catch {
                 // Nothing of the group was committed: each statement alone gives its own answer.
@@ -217,6 +243,39 @@ public final class PostgresPool: Service, Sendable {
             }
         }
         return results
+    }
+
+    /// The batch form every member of the group has, if they all have the same one.
+    private static func commonBatch(of members: [GroupMember]) -> StaticString? {
+        guard let batch = members[0].batch else { return nil }
+        let address = batch.utf8Start
+        for member in members.dropFirst() where member.batch?.utf8Start != address { return nil }
+        return batch
+    }
+
+    /// The batch statement for `queries`: its parameter `$n` is the array of their `$n`s.
+    private static func batchQuery(_ batch: StaticString, _ queries: [PostgresQuery]) throws(PostgresError) -> PostgresQuery {
+        let width = queries[0].bindings.count
+        var columns = Array(repeating: PostgresArrayLiteral.Builder(), count: width)
+        for query in queries {
+            guard query.bindings.count == width else {
+                throw PostgresError(.invalidParameter, "the statements of a batch must have the same parameters")
+            }
+            for (index, binding) in query.bindings.enumerated() {
+                do {
+                    columns[index].append(try binding.postgresText())
+                } catch {
+                    throw PostgresError(.invalidParameter, "parameter $\(index + 1) cannot be sent: \(error.reason)")
+                }
+            }
+        }
+        return PostgresQuery(batch, bindings: columns.map { $0.finished() })
+    }
+
+    /// Groups of `queryCommittingTogether` run so far, the statements in them, and the time they
+    /// were in flight (summed over groups): a benchmark's view of how well callers group.
+    public var groupStatistics: (groups: Int, statements: Int, inFlight: Duration) {
+        commitGroups.withLock { ($0.groupsRun, $0.statementsRun, $0.timeInFlight) }
     }
 
     /// Connections open now (in use or idle), and callers waiting for one.
@@ -570,10 +629,21 @@ private struct WaiterQueue {
 private struct CommitGroups {
     var waiting: [GroupMember] = []
     var inFlight = 0
+    var groupsRun = 0
+    var statementsRun = 0
+    var timeInFlight: Duration = .zero
+
+    mutating func record(size: Int, took: Duration) {
+        groupsRun += 1
+        statementsRun += size
+        timeInFlight += took
+    }
 }
 
 private struct GroupMember: Sendable {
     let query: PostgresQuery
+    /// The statement written once for many (see `queryCommittingTogether`).
+    let batch: StaticString?
     /// Nil for the caller that runs the group (it is not suspended).
     let continuation: UnsafeContinuation<GroupTurn, Never>?
 }

@@ -79,3 +79,21 @@ public struct PostgresRow: Sendable {
         }
     }
 }
+
+extension PostgresRows {
+    /// The rows of a batch statement (see `PostgresPool.queryCommittingTogether`), split by
+    /// their `batch_ordinal` column into the rows of each of the `count` statements, in order.
+    func splitByBatchOrdinal(count: Int) throws(PostgresError) -> [PostgresRows] {
+        guard let ordinalColumn = columnIndex("batch_ordinal") else {
+            throw PostgresError(.unexpectedResult, "a batch statement's rows must name their statement in a column batch_ordinal")
+        }
+        var split = Array(repeating: [[String?]](), count: count)
+        for row in values {
+            guard let text = row[ordinalColumn], let ordinal = Int(text), (1...count).contains(ordinal) else {
+                throw PostgresError(.unexpectedResult, "a batch statement returned a row for no statement of it (batch_ordinal \(row[ordinalColumn] ?? "NULL"))")
+            }
+            split[ordinal - 1].append(row)
+        }
+        return split.map { PostgresRows(columns: columns, values: $0, affectedRows: $0.count) }
+    }
+}

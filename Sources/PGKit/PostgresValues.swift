@@ -241,21 +241,9 @@ extension Optional: PostgresBindable where Wrapped: PostgresBindable {
 extension Array: PostgresBindable where Element: PostgresBindable {
     /// An array literal (`{"a","b",NULL}`) with every element quoted and escaped.
     public func postgresText() throws(PostgresDecodingFailure) -> String? {
-        var out = "{"
-        for (index, element) in enumerated() {
-            if index > 0 { out += "," }
-            guard let text = try element.postgresText() else {
-                out += "NULL"
-                continue
-            }
-            out += "\""
-            for ch in text.unicodeScalars {
-                if ch == "\"" || ch == "\\" { out += "\\" }
-                out.unicodeScalars.append(ch)
-            }
-            out += "\""
-        }
-        return out + "}"
+        var literal = PostgresArrayLiteral.Builder()
+        for element in self { literal.append(try element.postgresText()) }
+        return literal.finished()
     }
 }
 
@@ -276,6 +264,40 @@ extension Array: PostgresDecodable where Element: PostgresDecodable {
 }
 
 enum PostgresArrayLiteral {
+    /// Builds a one-dimensional array's text form (`{"a","b",NULL}`) from its elements' text:
+    /// a bound array, and the parameters of a batch statement
+    /// (`PostgresPool.queryCommittingTogether`), which the statement casts (`$1::jsonb[]`) so
+    /// that each element is parsed by its type's own input function, as it would be as a
+    /// parameter of its own. Hand-written because libpq has no array encoder.
+    struct Builder {
+        private var bytes: [UInt8] = [UInt8(ascii: "{")]
+        private var isEmpty = true
+
+        /// Appends one element; nil is SQL NULL. Every other element is quoted, with `"` and
+        /// `\` escaped, so that no text (not even "NULL", commas or braces) is read as syntax.
+        mutating func append(_ element: String?) {
+            if !isEmpty { bytes.append(UInt8(ascii: ",")) }
+            isEmpty = false
+            guard let element else {
+                bytes.append(contentsOf: "NULL".utf8)
+                return
+            }
+            bytes.append(UInt8(ascii: "\""))
+            for byte in element.utf8 {
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { bytes.append(UInt8(ascii: "\\")) }
+                bytes.append(byte)
+            }
+            bytes.append(UInt8(ascii: "\""))
+        }
+
+        /// The array's text.
+        func finished() -> String {
+            var bytes = self.bytes
+            bytes.append(UInt8(ascii: "}"))
+            return String(decoding: bytes, as: UTF8.self)
+        }
+    }
+
     static func elementType(of arrayType: PostgresType) -> PostgresType {
         switch arrayType {
         case .boolArray: .bool
@@ -356,3 +378,4 @@ enum PostgresTimestamp {
         ISO8601Timestamp.parse(text, zone: .optional)?.date
     }
 }
+

@@ -118,23 +118,29 @@ struct AdvanceBenchmark: AsyncParsableCommand {
                     print("round \(round + 1): \(side)…")
                 }
                 let rate: Double
+                let detail: String
                 if side == .raw {
                     try await startTurn()
+                    let cpuBefore = CPUUse.now()
                     rate = try await runPgbench(url: bench.configuration.connectionString,
                                                 script: rawScript, clients: tasks, seconds: seconds, variables: variables)
+                    detail = cpuDetail(from: cpuBefore, rate: rate)
                 } else {
                     let engine = OrderFlowEngine(configuration: configuration, logger: logger)
                     let orders = nextOrder..<(nextOrder + ordersPerTurn)
                     nextOrder = orders.upperBound
                     try await createOrders(engine: engine, range: orders)
                     try await startTurn()
+                    let cpuBefore = CPUUse.now()
                     rate = try await runEngine(
                         engine: engine, orders: orders, executor: side == .preferredExecutor ? engine.preferredExecutor : nil)
+                    detail = cpuDetail(from: cpuBefore, rate: rate) + "\n" + groupDetail(engine.pool.groupStatistics)
                     await engine.shutdown()
                 }
                 rates[side, default: []].append(rate)
                 print("  round \(round + 1)  " + side.label.padding(toLength: 38, withPad: " ", startingAt: 0)
                       + String(format: "%8.0f transitions/s", rate))
+                if !detail.isEmpty { print(detail.split(separator: "\n").map { "           " + $0 }.joined(separator: "\n")) }
             }
         }
         func mean(_ side: Side) -> Double { rates[side]!.reduce(0, +) / Double(rounds) }
@@ -150,6 +156,21 @@ struct AdvanceBenchmark: AsyncParsableCommand {
                   + String(format: "%5.2f", mean(side) / raw) + String(format: "   (target ≥ %.2f; round by round ", target) + byRound + ")")
         }
         await setup.shutdown()
+    }
+
+    /// The turn's CPU split (see `CPUUse`); empty without `/proc`.
+    private func cpuDetail(from start: CPUUse?, rate: Double) -> String {
+        guard let start, let end = CPUUse.now() else { return "" }
+        return end.summary(since: start, transitions: Int(rate * Double(seconds)))
+    }
+
+    /// How the turn's advances were committed together.
+    private func groupDetail(_ statistics: (groups: Int, statements: Int, inFlight: Duration)) -> String {
+        guard statistics.groups > 0 else { return "commit groups: none (every advance written alone)" }
+        let inFlight = Double(statistics.inFlight.components.seconds) + Double(statistics.inFlight.components.attoseconds) / 1e18
+        return String(format: "commit groups: %d, %.1f advances each on average, %.2f in flight on average, %.0f µs each",
+                      statistics.groups, Double(statistics.statements) / Double(statistics.groups),
+                      inFlight / Double(seconds), inFlight / Double(statistics.groups) * 1e6)
     }
 
     private func createOrders(engine: OrderFlowEngine, range: Range<Int>) async throws {

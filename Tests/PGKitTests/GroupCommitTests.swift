@@ -102,6 +102,87 @@ struct GroupCommitTests {
         await pool.close()
     }
 
+    /// `insert`, with a batch form: the group's values as one array, each row naming its
+    /// statement. Which of the two ran is in the answer (`form`).
+    private static func insertBatched(_ value: String, note: String?, into pool: PostgresPool) async throws -> (tx: String, form: String, stored: String) {
+        try await pool.withConnection { connection in
+            let row = try await pool.queryCommittingTogether(
+                PostgresQuery("""
+                    INSERT INTO notes (v, note) VALUES ($1, $2) RETURNING v, note IS NULL AS null_note, txid_current()::text AS tx, 'alone' AS form
+                    """, value, note),
+                batch: """
+                    WITH i AS (SELECT * FROM unnest((SELECT $1::text[]), (SELECT $2::text[])) WITH ORDINALITY AS i(v, note, batch_ordinal)),
+                         added AS (INSERT INTO notes (v, note) SELECT v, note FROM i RETURNING v, note)
+                    SELECT i.batch_ordinal, added.v, added.note IS NULL AS null_note, txid_current()::text AS tx, 'batch' AS form
+                    FROM added JOIN i USING (v)
+                    """,
+                on: connection
+            ).single()
+            let stored = try row.decode("v", as: String.self) + (try row.decode("null_note", as: Bool.self) ? " (no note)" : "")
+            return (try row.decode("tx", as: String.self), try row.decode("form", as: String.self), stored)
+        }
+    }
+
+    /// A group whose statements have a batch form runs as that one statement: one transaction,
+    /// each caller gets its own row, and values of every awkward kind (quotes, backslashes,
+    /// the word NULL, braces and commas, non-ASCII, a real NULL) arrive as they were sent.
+    @Test func aGroupWithABatchFormRunsAsOneStatement() async throws {
+        let pool = try await Self.pool()
+        try await pool.query(PostgresQuery("CREATE TABLE notes (v text PRIMARY KEY, note text)"))
+        let values = ["plain", #"with "quotes" and \ backslash"#, "NULL", "{braces},commas", "é ✓", "no note"]
+        let answers = try await withThrowingTaskGroup(of: (String, (tx: String, form: String, stored: String))?.self) { group in
+            group.addTask { try await Self.occupy(pool, seconds: 3); return nil }
+            try await Self.waitUntilOccupied(pool)
+            for value in values {
+                group.addTask { (value, try await Self.insertBatched(value, note: value == "no note" ? nil : "n", into: pool)) }
+            }
+            return try await group.reduce(into: [String: (tx: String, form: String, stored: String)]()) { if let pair = $1 { $0[pair.0] = pair.1 } }
+        }
+        #expect(answers.count == values.count)
+        #expect(Set(answers.values.map(\.form)) == ["batch"], "the group ran as its batch form")
+        #expect(Set(answers.values.map(\.tx)).count == 1, "one transaction for the group")
+        for value in values {
+            #expect(answers[value]?.stored == (value == "no note" ? "no note (no note)" : value), "each caller got its own row")
+        }
+        let stored = try await pool.query(PostgresQuery("SELECT v, note FROM notes ORDER BY v")).map {
+            "\(try $0.decode("v", as: String.self))=\(try $0.decode("note", as: String?.self) ?? "NULL")"
+        }
+        #expect(stored == values.sorted().map { "\($0)=\($0 == "no note" ? "NULL" : "n")" })
+        await pool.close()
+    }
+
+    /// A batch that fails (one value is taken) commits nothing; then each statement runs alone:
+    /// the others once each, the duplicate with its own error.
+    @Test func aFailedBatchRunsItsStatementsAlone() async throws {
+        let pool = try await Self.pool()
+        try await pool.query(PostgresQuery("CREATE TABLE notes (v text PRIMARY KEY, note text)"))
+        try await pool.query(PostgresQuery("INSERT INTO notes (v) VALUES ('taken')"))
+        let outcomes = try await withThrowingTaskGroup(of: (String, Result<String, any Error>)?.self) { group in
+            group.addTask { try await Self.occupy(pool, seconds: 3); return nil }
+            try await Self.waitUntilOccupied(pool)
+            for value in ["x", "taken", "y"] {
+                group.addTask {
+                    do {
+                        return (value, .success(try await Self.insertBatched(value, note: nil, into: pool).form))
+                    } catch {
+                        return (value, .failure(error))
+                    }
+                }
+            }
+            return try await group.reduce(into: [String: Result<String, any Error>]()) { if let pair = $1 { $0[pair.0] = pair.1 } }
+        }
+        guard case .failure(let error as PostgresError)? = outcomes["taken"] else {
+            Issue.record("the duplicate was accepted: \(String(describing: outcomes["taken"]))")
+            return
+        }
+        #expect(error.isUniqueViolation)
+        #expect(try #require(try? outcomes["x"]?.get()) == "alone")
+        #expect(try #require(try? outcomes["y"]?.get()) == "alone")
+        #expect(try await pool.query(PostgresQuery("SELECT v FROM notes ORDER BY v")).map { try $0.decode("v", as: String.self) }
+                == ["taken", "x", "y"], "each once")
+        await pool.close()
+    }
+
     @Test func withoutGroupsEveryStatementRunsAlone() async throws {
         var configuration = PostgresPool.Configuration(connection: try await TestDatabase.fresh(prefix: "group"), maximumConnections: 4)
         configuration.commitGroups = 0

@@ -109,9 +109,44 @@ struct OrderStore: Sendable {
             )
             SELECT seq FROM moved
             """, merchantID, orderID, target, content, time, expectedSeq, state, event, input, rendered, actor,
-            idempotencyKey, commandKind), on: connection)
+            idempotencyKey, commandKind), batch: Self.writeTransitions, on: connection)
         return try written.first?.decode("seq", as: Int.self)
     }
+
+    /// `writeTransition`'s statement for a group of advances at once: each parameter is the
+    /// array of the group's values. An order twice in the group moves once (the other finds
+    /// its sequence number taken, as it would if it came second), and with a join row per
+    /// advance the update, history and command are those of the advance that moved it.
+    ///
+    /// Each array is read through a sub-select so that the planner cannot see how long it is:
+    /// with the length in sight every group size looks cheaper planned afresh, and PostgreSQL
+    /// planned the statement on every call (pg_stat_statements: 174 µs of planning per
+    /// group, more than its execution); blind, it keeps one generic plan per connection.
+    private static let writeTransitions: StaticString = """
+        WITH input AS (
+            SELECT * FROM unnest((SELECT $1::text[]), (SELECT $2::text[]), (SELECT $3::text[]), (SELECT $4::jsonb[]),
+                                 (SELECT $5::timestamptz[]), (SELECT $6::integer[]), (SELECT $7::text[]), (SELECT $8::text[]),
+                                 (SELECT $9::jsonb[]), (SELECT $10::jsonb[]), (SELECT $11::text[]), (SELECT $12::text[]),
+                                 (SELECT $13::text[]))
+                WITH ORDINALITY AS i(merchant_id, order_id, to_state, content, occurred_at, expected_seq, from_state, event,
+                                     input, rendered, actor, idempotency_key, kind, batch_ordinal)
+        ), moved AS (
+            UPDATE orders o SET state = i.to_state, seq = o.seq + 1, content = i.content, updated_at = i.occurred_at,
+                                state_entered_at = i.occurred_at
+            FROM input i
+            WHERE o.merchant_id = i.merchant_id AND o.order_id = i.order_id AND o.seq = i.expected_seq
+            RETURNING o.merchant_id, o.order_id, o.seq, i.batch_ordinal, i.from_state, i.to_state, i.event, i.input,
+                      i.rendered, i.actor, i.idempotency_key, i.kind, i.occurred_at
+        ), history AS (
+            INSERT INTO order_transitions (merchant_id, order_id, seq, from_state, to_state, event, input, rendered, actor,
+                                           idempotency_key, occurred_at)
+            SELECT merchant_id, order_id, seq, from_state, to_state, event, input, rendered, actor, idempotency_key,
+                   occurred_at FROM moved
+        ), command AS (
+            INSERT INTO activity_commands (merchant_id, order_id, seq, kind) SELECT merchant_id, order_id, seq, kind FROM moved
+        )
+        SELECT batch_ordinal, seq FROM moved
+        """
 
     // MARK: Reads
 

@@ -1,0 +1,38 @@
+import Foundation
+
+/// The machine's CPU time and this process's, read from `/proc` (Linux), to split a turn's CPU
+/// per transition between the benchmark's own process and everything else (PostgreSQL, pgbench),
+/// and to see how much of the cores stayed idle.
+struct CPUUse {
+    /// Busy and idle time of all cores, and this process's user + system time, in clock ticks.
+    var busy: Double
+    var idle: Double
+    var ownProcess: Double
+
+    /// Nil where `/proc` is not there to read.
+    static func now() -> CPUUse? {
+        guard let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+              let line = stat.split(separator: "\n").first, line.hasPrefix("cpu "),
+              let own = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8),
+              let afterName = own.range(of: ") ", options: .backwards)
+        else { return nil }
+        // user nice system idle iowait irq softirq steal (guest time is inside user already)
+        let ticks = line.split(separator: " ").dropFirst().prefix(8).compactMap { Double($0) }
+        // Fields after the command name start at the third (state); utime and stime are the 14th and 15th.
+        let fields = own[afterName.upperBound...].split(separator: " ")
+        guard ticks.count == 8, fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        let idle = ticks[3] + ticks[4]
+        return CPUUse(busy: ticks.reduce(0, +) - idle, idle: idle, ownProcess: user + system)
+    }
+
+    /// "this process 72 µs, everything else 180 µs per transition; cores idle 31 %" for the
+    /// stretch from `start` to self in which `transitions` were made.
+    func summary(since start: CPUUse, transitions: Int) -> String {
+        let perTick = 1e6 / Double(sysconf(Int32(_SC_CLK_TCK)))
+        let count = Double(max(1, transitions))
+        let own = (ownProcess - start.ownProcess) * perTick / count
+        let rest = ((busy - start.busy) - (ownProcess - start.ownProcess)) * perTick / count
+        let idleShare = (idle - start.idle) / max(1, (busy - start.busy) + (idle - start.idle))
+        return String(format: "CPU per transition: this process %.0f µs, everything else %.0f µs; cores idle %.0f %%", own, rest, idleShare * 100)
+    }
+}
