@@ -297,10 +297,18 @@ struct OverloadPhase: Sendable {
                 + (timedOut > 0 ? ", \(timedOut) after ≥ 1 s (\(deadlines) at the deadline)" : "")
         return "\(label) \(String(format: "%.1f", seconds))".padding(toLength: 26, withPad: " ", startingAt: 0)
             + String(format: "%9d  %6.0f  %5.2f   ", committed.count, committedPerSecond, capacity > 0 ? committedPerSecond / capacity : 0)
-            + refusedText.padding(toLength: 52, withPad: " ", startingAt: 0)
+            + refusedText.column(52)
             + "\(otherFailures.count)".padding(toLength: 17, withPad: " ", startingAt: 0)
-            + "\(Stats.ms(Stats.percentile(committed, 0.5))) / \(Stats.ms(Stats.percentile(committed, 0.99)))".padding(toLength: 21, withPad: " ", startingAt: 0)
+            + "\(Stats.ms(Stats.percentile(committed, 0.5))) / \(Stats.ms(Stats.percentile(committed, 0.99)))".column(21)
             + "\(depths.max() ?? 0)".padding(toLength: 13, withPad: " ", startingAt: 0)
             + String(format: "%.2f s", drain)
+    }
+}
+
+private extension String {
+    /// Padded to `width`, or whole and followed by a space when longer: a long cell pushes the
+    /// row's next cells right instead of losing its end (`padding(toLength:)` cuts it).
+    func column(_ width: Int) -> String {
+        count < width ? padding(toLength: width, withPad: " ", startingAt: 0) : self + " "
     }
 }
