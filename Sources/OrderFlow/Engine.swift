@@ -24,10 +24,10 @@ public struct OrderFlowConfiguration: Sendable {
     /// order it created or moved costs one round trip. 0 turns the cache off. Default 10,000.
     public var cachedOrders: Int = 10_000
     /// Advances that come while this many groups of advances are being written wait and are
-    /// written together in the next group: one round trip and one commit for all of them
-    /// (group commit; each advance still commits exactly once with its history and outbox
-    /// rows, see `PostgresPool.queryCommittingTogether`). 0 writes every advance alone.
-    /// Default 2.
+    /// written together in the next group: one statement, one round trip and one commit for
+    /// all of them (group commit; each advance still commits exactly once with its history
+    /// and outbox rows, see `PostgresPool.queryCommittingTogether`). 0 writes every advance
+    /// alone. Default 2.
     public var commitGroups: Int = 2
 
     public init(database: PostgresConfiguration, merchantID: String = "default", maximumConnections: Int = 8) {

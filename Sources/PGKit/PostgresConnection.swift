@@ -274,6 +274,20 @@ public actor PostgresConnection {
         return try rows(from: result, connection: connection)
     }
 
+    /// Runs a group's batch statement (`PostgresPool.queryCommittingTogether`): one statement,
+    /// committed by itself, so — like `queryGroup` — never inside an open transaction, whose
+    /// fate would then decide the other callers' statements too.
+    func queryBatch(_ query: PostgresQuery) async throws(PostgresError) -> PostgresRows {
+        let parameters = try Self.parameters(of: query)
+        return try await inTurn { () async throws(PostgresError) in
+            guard let connection = handle else { throw closedError }
+            guard PQtransactionStatus(connection) == PQTRANS_IDLE else {
+                throw PostgresError(.unexpectedResult, "a group of statements cannot run inside a transaction: it commits by itself", context: server)
+            }
+            return try await exchange(query, parameters: parameters)
+        }
+    }
+
     /// Runs `queries` in one round trip as one transaction, in libpq's pipeline mode: every
     /// statement is sent, then one Sync, which commits them together (the implicit transaction
     /// of the extended protocol). Either every statement commits and their rows come back in

@@ -217,8 +217,25 @@ public final class PostgresPool: Service, Sendable {
         if queries.count > 1 {
             do throws(PostgresError) {
                 if let batch = Self.commonBatch(of: members) {
-                    let rows = try await connection.query(try Self.batchQuery(batch, queries))
-                    // Committed: from here on nothing runs again, whatever the rows say.
+                    let rows: PostgresRows
+                    do throws(PostgresError) {
+                        rows = try await connection.queryBatch(try Self.batchQuery(batch, queries))
+                    } catch {
+                        commitGroups.withLock { $0.batchesFailed += 1 }
+                        // A statement refused for its data (a key taken) is the fallback's
+                        // business; any other failure of a batch statement is worth a look: its
+                        // groups then all run one statement at a time.
+                        if !error.isUniqueViolation {
+                            logger.warning("postgres batch statement failed; its statements run one by one", metadata: [
+                                "postgres.group.size": "\(queries.count)", "postgres.error": "\(error.message)",
+                            ])
+                        }
+                        throw error
+                    }
+                    commitGroups.withLock { $0.batchesRun += 1 }
+                    // Committed: from here on nothing runs again, whatever the rows say (a batch
+                    // statement without `batch_ordinal` is a mistake in the source, which its
+                    // tests catch: GroupCommitTests, GroupCommitEngineTests).
                     do throws(PostgresError) {
                         return try rows.splitByBatchOrdinal(count: queries.count).map { .success($0) }
                     } catch {
@@ -247,9 +264,11 @@ public final class PostgresPool: Service, Sendable {
 
     /// The batch form every member of the group has, if they all have the same one.
     private static func commonBatch(of members: [GroupMember]) -> StaticString? {
-        guard let batch = members[0].batch else { return nil }
+        guard let batch = members[0].batch, batch.hasPointerRepresentation else { return nil }
         let address = batch.utf8Start
-        for member in members.dropFirst() where member.batch?.utf8Start != address { return nil }
+        for member in members.dropFirst() {
+            guard let other = member.batch, other.hasPointerRepresentation, other.utf8Start == address else { return nil }
+        }
         return batch
     }
 
@@ -272,10 +291,22 @@ public final class PostgresPool: Service, Sendable {
         return PostgresQuery(batch, bindings: columns.map { $0.finished() })
     }
 
-    /// Groups of `queryCommittingTogether` run so far, the statements in them, and the time they
-    /// were in flight (summed over groups): a benchmark's view of how well callers group.
-    public var groupStatistics: (groups: Int, statements: Int, inFlight: Duration) {
-        commitGroups.withLock { ($0.groupsRun, $0.statementsRun, $0.timeInFlight) }
+    /// How `queryCommittingTogether`'s callers were grouped so far: groups run, the statements
+    /// in them, the time they were in flight (summed over groups), and how many groups ran as
+    /// their batch form or tried to and failed (then ran one statement at a time).
+    public var groupStatistics: GroupStatistics {
+        commitGroups.withLock {
+            GroupStatistics(groups: $0.groupsRun, statements: $0.statementsRun, inFlight: $0.timeInFlight,
+                            batches: $0.batchesRun, failedBatches: $0.batchesFailed)
+        }
+    }
+
+    public struct GroupStatistics: Sendable {
+        public var groups: Int
+        public var statements: Int
+        public var inFlight: Duration
+        public var batches: Int
+        public var failedBatches: Int
     }
 
     /// Connections open now (in use or idle), and callers waiting for one.
@@ -632,6 +663,8 @@ private struct CommitGroups {
     var groupsRun = 0
     var statementsRun = 0
     var timeInFlight: Duration = .zero
+    var batchesRun = 0
+    var batchesFailed = 0
 
     mutating func record(size: Int, took: Duration) {
         groupsRun += 1

@@ -134,7 +134,7 @@ struct AdvanceBenchmark: AsyncParsableCommand {
                     let cpuBefore = CPUUse.now()
                     rate = try await runEngine(
                         engine: engine, orders: orders, executor: side == .preferredExecutor ? engine.preferredExecutor : nil)
-                    detail = cpuDetail(from: cpuBefore, rate: rate) + "\n" + groupDetail(engine.pool.groupStatistics)
+                    detail = cpuDetail(from: cpuBefore, rate: rate) + "\n" + groupDetail(engine.pool.groupStatistics, since: cpuBefore)
                     await engine.shutdown()
                 }
                 rates[side, default: []].append(rate)
@@ -161,16 +161,17 @@ struct AdvanceBenchmark: AsyncParsableCommand {
     /// The turn's CPU split (see `CPUUse`); empty without `/proc`.
     private func cpuDetail(from start: CPUUse?, rate: Double) -> String {
         guard let start, let end = CPUUse.now() else { return "" }
-        return end.summary(since: start, transitions: Int(rate * Double(seconds)))
+        return end.summary(since: start, rate: rate)
     }
 
     /// How the turn's advances were committed together.
-    private func groupDetail(_ statistics: (groups: Int, statements: Int, inFlight: Duration)) -> String {
+    private func groupDetail(_ statistics: PostgresPool.GroupStatistics, since start: CPUUse?) -> String {
         guard statistics.groups > 0 else { return "commit groups: none (every advance written alone)" }
         let inFlight = Double(statistics.inFlight.components.seconds) + Double(statistics.inFlight.components.attoseconds) / 1e18
-        return String(format: "commit groups: %d, %.1f advances each on average, %.2f in flight on average, %.0f µs each",
+        let turn = start.flatMap { start in CPUUse.now().map { $0.seconds(since: start) } } ?? Double(seconds)
+        return String(format: "commit groups: %d, %.1f advances each on average, %.2f in flight on average, %.0f µs each; %d ran as one statement, %d tried to and failed",
                       statistics.groups, Double(statistics.statements) / Double(statistics.groups),
-                      inFlight / Double(seconds), inFlight / Double(statistics.groups) * 1e6)
+                      inFlight / turn, inFlight / Double(statistics.groups) * 1e6, statistics.batches, statistics.failedBatches)
     }
 
     private func createOrders(engine: OrderFlowEngine, range: Range<Int>) async throws {

@@ -8,6 +8,8 @@ struct CPUUse {
     var busy: Double
     var idle: Double
     var ownProcess: Double
+    /// When it was read.
+    var taken: ContinuousClock.Instant
 
     /// Nil where `/proc` is not there to read.
     static func now() -> CPUUse? {
@@ -16,20 +18,28 @@ struct CPUUse {
               let own = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8),
               let afterName = own.range(of: ") ", options: .backwards)
         else { return nil }
-        // user nice system idle iowait irq softirq steal (guest time is inside user already)
-        let ticks = line.split(separator: " ").dropFirst().prefix(8).compactMap { Double($0) }
+        // user nice system idle iowait irq softirq (guest time is inside user already; steal,
+        // time another virtual machine had, is neither this machine's work nor its idleness)
+        let ticks = line.split(separator: " ").dropFirst().prefix(7).compactMap { Double($0) }
         // Fields after the command name start at the third (state); utime and stime are the 14th and 15th.
         let fields = own[afterName.upperBound...].split(separator: " ")
-        guard ticks.count == 8, fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        guard ticks.count == 7, fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
         let idle = ticks[3] + ticks[4]
-        return CPUUse(busy: ticks.reduce(0, +) - idle, idle: idle, ownProcess: user + system)
+        return CPUUse(busy: ticks.reduce(0, +) - idle, idle: idle, ownProcess: user + system, taken: .now)
+    }
+
+    /// Seconds from `start` to this reading.
+    func seconds(since start: CPUUse) -> Double {
+        let elapsed = taken - start.taken
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     }
 
     /// "this process 72 µs, everything else 180 µs per transition; cores idle 31 %" for the
-    /// stretch from `start` to self in which `transitions` were made.
-    func summary(since start: CPUUse, transitions: Int) -> String {
+    /// stretch from `start` to self, at `rate` transitions per second. Everything else is the
+    /// whole machine's: only meaningful on a machine with nothing else running.
+    func summary(since start: CPUUse, rate: Double) -> String {
         let perTick = 1e6 / Double(sysconf(Int32(_SC_CLK_TCK)))
-        let count = Double(max(1, transitions))
+        let count = max(1, rate * seconds(since: start))
         let own = (ownProcess - start.ownProcess) * perTick / count
         let rest = ((busy - start.busy) - (ownProcess - start.ownProcess)) * perTick / count
         let idleShare = (idle - start.idle) / max(1, (busy - start.busy) + (idle - start.idle))

@@ -140,6 +140,7 @@ struct GroupCommitTests {
         }
         #expect(answers.count == values.count)
         #expect(Set(answers.values.map(\.form)) == ["batch"], "the group ran as its batch form")
+        #expect(pool.groupStatistics.batches == 1 && pool.groupStatistics.failedBatches == 0)
         #expect(Set(answers.values.map(\.tx)).count == 1, "one transaction for the group")
         for value in values {
             #expect(answers[value]?.stored == (value == "no note" ? "no note (no note)" : value), "each caller got its own row")
@@ -176,10 +177,67 @@ struct GroupCommitTests {
             return
         }
         #expect(error.isUniqueViolation)
+        #expect(pool.groupStatistics.failedBatches == 1)
         #expect(try #require(try? outcomes["x"]?.get()) == "alone")
         #expect(try #require(try? outcomes["y"]?.get()) == "alone")
         #expect(try await pool.query(PostgresQuery("SELECT v FROM notes ORDER BY v")).map { try $0.decode("v", as: String.self) }
                 == ["taken", "x", "y"], "each once")
+        await pool.close()
+    }
+
+    /// A group whose statements do not all have the same batch form runs as a pipeline.
+    @Test func aMixedGroupRunsAsAPipeline() async throws {
+        let pool = try await Self.pool()
+        try await pool.query(PostgresQuery("CREATE TABLE notes (v text PRIMARY KEY, note text)"))
+        let answers = try await withThrowingTaskGroup(of: (String, String)?.self) { group in
+            group.addTask { try await Self.occupy(pool, seconds: 3); return nil }
+            try await Self.waitUntilOccupied(pool)
+            for value in ["b1", "b2"] {
+                group.addTask { (value, try await Self.insertBatched(value, note: nil, into: pool).tx) }
+            }
+            group.addTask { ("plain", try await Self.insert("plain", into: pool)) }
+            return try await group.reduce(into: [String: String]()) { if let pair = $1 { $0[pair.0] = pair.1 } }
+        }
+        #expect(answers.count == 3)
+        #expect(Set(answers.values).count == 1, "one transaction for the group: \(answers)")
+        #expect(pool.groupStatistics.batches == 0)
+        await pool.close()
+    }
+
+    /// A batch statement whose rows do not name their statement is a mistake in the source: its
+    /// statements committed, so none runs again — every caller gets the error, each row is
+    /// stored once.
+    @Test func aBatchWithoutOrdinalsFailsItsCallersButNeverRunsTwice() async throws {
+        let pool = try await Self.pool()
+        let outcomes = try await withThrowingTaskGroup(of: Result<Void, PostgresError>?.self) { group in
+            group.addTask { try await Self.occupy(pool, seconds: 3); return nil }
+            try await Self.waitUntilOccupied(pool)
+            for value in ["p", "q", "r"] {
+                group.addTask {
+                    do {
+                        _ = try await pool.withConnection { connection in
+                            try await pool.queryCommittingTogether(
+                                PostgresQuery("INSERT INTO t (v) VALUES ($1) RETURNING v", value),
+                                batch: "INSERT INTO t (v) SELECT unnest((SELECT $1::text[])) RETURNING v", on: connection)
+                        }
+                        return .success(())
+                    } catch let error as PostgresError {
+                        return .failure(error)
+                    }
+                }
+            }
+            return try await group.reduce(into: [Result<Void, PostgresError>]()) { if let outcome = $1 { $0.append(outcome) } }
+        }
+        #expect(outcomes.count == 3)
+        for outcome in outcomes {
+            guard case .failure(let error) = outcome else {
+                Issue.record("a caller of the broken batch got an answer")
+                continue
+            }
+            #expect(error.message.contains("batch_ordinal"), "\(error.message)")
+        }
+        #expect(try await Self.stored(pool) == ["p", "q", "r"], "each once, not run again")
+        #expect(pool.groupStatistics.batches == 1)
         await pool.close()
     }
 
