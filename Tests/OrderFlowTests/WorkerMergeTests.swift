@@ -62,6 +62,46 @@ struct WorkerMergeTests {
         return spec
     }
 
+    /// The worker reads stored renderings with the project's JSON parser; it must read exactly
+    /// what `Codable` read: every field, with and without its optional parts.
+    @Test func storedRenderingsReadAsCodableReadsThem() throws {
+        let device = OutboxActivity(device: "d", followedAt: 0, lastSeq: 0, lastAlertSeq: 0, lastTimestamp: 0, failures: 0)
+        let order = try Self.order(
+            [("in_progress", ["eta": "+20m"]), ("ready", [:]), ("out_for_delivery", ["eta": "+15m", "driver": "Sam"]), ("delivered", [:])],
+            device: device)
+        var renderings = order.transitions.map(\.rendered)
+        var full = renderings[1]
+        full.alert = ActivityAlert(title: .localized(key: "ORDER_READY", args: ["1042", "Luigi's"]), body: .plain("Zum Mitnehmen ✓ \"bitte\""), sound: "chime.caf")
+        full.relevanceScore = 0.75
+        full.staleDate = 1_800_000_900
+        full.dismissalDate = 1_800_003_600
+        full.content = ["eta": 2.0, "ratio": 2.5, "big": 1_800_000_000, "names": ["é", "✓", ""], "nested": ["x": .null, "y": [true, false]]]
+        renderings.append(full)
+        var bare = renderings[0]
+        bare.alert = nil
+        bare.relevanceScore = nil
+        bare.staleDate = nil
+        bare.dismissalDate = nil
+        renderings.append(bare)
+        #expect(renderings.contains { $0.alert != nil })
+        for rendering in renderings {
+            let text = rendering.json.jsonString
+            let byCodable = try JSONDecoder().decode(StoredRendering.self, from: Data(text.utf8))
+            let byParser = try StoredRendering(json: JSONValue(json: text))
+            #expect(byParser == byCodable, "\(text)")
+            #expect(byParser.content.jsonString == byCodable.content.jsonString)
+        }
+        let list = "[" + order.transitions.map { #"{"seq": \#($0.seq), "occurredAt": \#($0.occurredAt + 0.123456), "rendered": \#($0.rendered.json.jsonString)}"# }
+            .joined(separator: ",") + "]"
+        let read = try OutboxTransition.list(json: list)
+        #expect(read.map(\.seq) == order.transitions.map(\.seq))
+        #expect(read.map(\.rendered) == order.transitions.map(\.rendered))
+        #expect(zip(read, order.transitions).allSatisfy { abs($0.occurredAt - $1.occurredAt - 0.123456) < 1e-6 })
+        // What is not a rendering is refused, not read as an empty one.
+        #expect(throws: (any Error).self) { try OutboxTransition.list(json: #"[{"seq": 1, "occurredAt": 1, "rendered": {"event": "update"}}]"#) }
+        #expect(throws: (any Error).self) { try OutboxTransition.list(json: #"{"seq": 1}"#) }
+    }
+
     @Test func unseenTransitionsMergeIntoOnePushWithTheNewestContentAndAlert() throws {
         let device = Self.activity(lastSeq: 1, lastTimestamp: Int(Self.t0.timeIntervalSince1970))
         let order = try Self.order([("in_progress", [:]), ("ready", [:]), ("out_for_delivery", ["eta": "+10m", "driver": "Sam"])],

@@ -146,7 +146,7 @@ struct OutboxStore: Sendable {
                 startInput: try JSONValue(postgres: row.decode("start_input")),
                 commands: try decoder.decode([OutboxCommand].self, from: Data(row.decode("commands", as: String.self).utf8)),
                 activities: try decoder.decode([OutboxActivity].self, from: Data(row.decode("activities", as: String.self).utf8)),
-                transitions: try decoder.decode([OutboxTransition].self, from: Data(row.decode("transitions", as: String.self).utf8)),
+                transitions: try OutboxTransition.list(json: row.decode("transitions", as: String.self)),
                 channel: try row.decode("channel", as: String?.self).map { try decoder.decode(OutboxChannel.self, from: Data($0.utf8)) })
         }
     }

@@ -60,11 +60,30 @@ struct OutboxActivity: Sendable, Hashable, Decodable {
 }
 
 /// A transition the merge may fold into a push.
-struct OutboxTransition: Sendable, Hashable, Decodable {
+struct OutboxTransition: Sendable, Hashable {
     var seq: Int
     /// Commit time, epoch seconds with fractions: the base of the end-to-end latency.
     var occurredAt: Double
     var rendered: StoredRendering
+}
+
+extension OutboxTransition {
+    /// From the store's JSON (`seq`, `occurredAt`, `rendered`), already parsed.
+    init(json: JSONValue) throws {
+        guard let seq = json["seq"]?.intValue, let occurredAt = json["occurredAt"]?.doubleValue, let rendered = json["rendered"] else {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "a pending transition lacks its seq, occurredAt or rendering"))
+        }
+        self.init(seq: seq, occurredAt: occurredAt, rendered: try StoredRendering(json: rendered))
+    }
+
+    /// The store's JSON array of pending transitions (see `OutboxStore.load`), parsed once by
+    /// the project's parser rather than member by member by `JSONDecoder`.
+    static func list(json text: String) throws -> [OutboxTransition] {
+        guard let items = try JSONValue(json: text).arrayValue else {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "the pending transitions are not a JSON array"))
+        }
+        return try items.map(OutboxTransition.init(json:))
+    }
 }
 
 /// An activity's row as the worker will write it back (encoded for the store's statement).
