@@ -168,53 +168,68 @@ struct OutboxStore: Sendable {
     }
 
     /// An activity to write back: its key, whether the row exists, and the merge's decision.
-    struct ActivityRow: Sendable, Hashable, Encodable {
+    struct ActivityRow: Sendable, Hashable, CompletionRow {
         var merchantID: String
         var orderID: String
         var deviceID: String
         var rowExists: Bool
         var state: ActivityState
 
-        private enum CodingKeys: String, CodingKey {
-            case merchantID, orderID, deviceID, rowExists
-        }
-
-        /// One flat JSON object: the key's fields beside the state's.
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(merchantID, forKey: .merchantID)
-            try container.encode(orderID, forKey: .orderID)
-            try container.encode(deviceID, forKey: .deviceID)
-            try container.encode(rowExists, forKey: .rowExists)
-            try state.encode(to: encoder)
+        /// One flat object: the key's fields beside the state's.
+        var completionJSON: JSONValue {
+            .object([
+                "merchant_id": .string(merchantID), "order_id": .string(orderID), "device_id": .string(deviceID),
+                "row_exists": .bool(rowExists), "status": .string(state.status.rawValue),
+                "seen_update_token": .orNull(state.seenUpdateToken), "clear_update_token": .bool(state.clearUpdateToken),
+                "started_at": .orNull(state.startedAt), "ended_at": .orNull(state.endedAt), "last_seq": .int(state.lastSeq),
+                "last_alert_seq": .int(state.lastAlertSeq), "last_timestamp": .int(state.lastTimestamp),
+                "last_pushed_at": .orNull(state.lastPushedAt), "next_attempt_at": .orNull(state.nextAttemptAt),
+                "failures": .int(state.failures),
+            ])
         }
     }
 
-    struct DeadToken: Sendable, Hashable, Encodable {
+    struct DeadToken: Sendable, Hashable, CompletionRow {
         var merchantID: String
         var deviceID: String
         var attributesType: String?
         var token: String
+
+        var completionJSON: JSONValue {
+            .object(["merchant_id": .string(merchantID), "device_id": .string(deviceID),
+                     "attributes_type": .orNull(attributesType), "token": .string(token)])
+        }
     }
 
-    struct CommandRow: Sendable, Hashable, Encodable {
+    struct CommandRow: Sendable, Hashable, CompletionRow {
         var merchantID: String
         var orderID: String
         var id: Int64
+
+        var completionJSON: JSONValue {
+            .object(["merchant_id": .string(merchantID), "order_id": .string(orderID), "id": .int(Int(id))])
+        }
     }
 
-    struct Deferral: Sendable, Hashable, Encodable {
+    struct Deferral: Sendable, Hashable, CompletionRow {
         var merchantID: String
         var orderID: String
         /// nil: the order's broadcast channel.
         var deviceID: String?
         var seq: Int
         var availableAt: Double
+
+        var completionJSON: JSONValue {
+            .object(["merchant_id": .string(merchantID), "order_id": .string(orderID), "device_id": .orNull(deviceID),
+                     "seq": .int(seq), "available_at": .double(availableAt)])
+        }
     }
 
-    struct OrderRow: Sendable, Hashable, Encodable {
+    struct OrderRow: Sendable, Hashable, CompletionRow {
         var merchantID: String
         var orderID: String
+
+        var completionJSON: JSONValue { .object(["merchant_id": .string(merchantID), "order_id": .string(orderID)]) }
     }
 
     /// Records the attempts, writes the activities back, invalidates dead tokens, deletes the
@@ -224,10 +239,11 @@ struct OutboxStore: Sendable {
     /// only while the row keeps the update token the worker saw (a token registered meanwhile
     /// wins), sequence numbers and timestamps only forwards.
     func complete(workerID: String, _ completion: Completion) async throws {
-        let encoder = JSONEncoder()
-        encoder.keyEncodingStrategy = .convertToSnakeCase
-        func json(_ value: some Encodable) throws -> PostgresJSON {
-            PostgresJSON(String(decoding: try encoder.encode(value), as: UTF8.self))
+        // Each row as the JSON object its recordset below reads (snake_case names), built
+        // directly: `JSONEncoder` with `.convertToSnakeCase` was 3.5 % of the machine's CPU in
+        // the overload benchmark's 4× phase.
+        func json<Row: CompletionRow>(_ rows: [Row]) -> PostgresJSON {
+            PostgresJSON(JSONValue.array(rows.map(\.completionJSON)).jsonString)
         }
         try await pool.query(PostgresQuery("""
             WITH delivered AS (
@@ -299,9 +315,9 @@ struct OutboxStore: Sendable {
             UPDATE orders o SET dispatch_lease_until = NULL, dispatch_owner = NULL
             FROM jsonb_to_recordset($8::jsonb) AS r(merchant_id text, order_id text)
             WHERE o.merchant_id = r.merchant_id AND o.order_id = r.order_id AND o.dispatch_owner = $1
-            """, workerID, try json(completion.deliveries), try json(completion.activities),
-            try json(completion.deadPushToStartTokens), try json(completion.deadAlertTokens),
-            try json(completion.handledCommands), try json(completion.deferrals), try json(completion.released)))
+            """, workerID, json(completion.deliveries), json(completion.activities),
+            json(completion.deadPushToStartTokens), json(completion.deadAlertTokens),
+            json(completion.handledCommands), json(completion.deferrals), json(completion.released)))
     }
 
     /// Ends this worker's leases on `keys` without touching their commands.
@@ -345,4 +361,29 @@ struct OutboxStore: Sendable {
         }
         return depths
     }
+}
+
+
+/// A row of `OutboxStore.complete`'s statement, as the JSON object its `jsonb_to_recordset`
+/// reads: snake_case names; nil is `null`, which the recordset reads as NULL.
+protocol CompletionRow {
+    var completionJSON: JSONValue { get }
+}
+
+extension DeliveryRow: CompletionRow {
+    var completionJSON: JSONValue {
+        .object([
+            "merchant_id": .string(merchantID), "order_id": .string(orderID), "device_id": .string(deviceID), "seq": .int(seq),
+            "merged": .int(merged), "event": .string(event), "token_kind": .string(tokenKind), "token_suffix": .string(tokenSuffix),
+            "priority": .int(priority), "aps_timestamp": .orNull(apsTimestamp), "alert_title": .orNull(alertTitle),
+            "apns_id": .orNull(apnsId), "status": .orNull(status), "reason": .orNull(reason), "outcome": .string(outcome.rawValue),
+            "attempted_at": .double(attemptedAt), "latency_ms": .orNull(latencyMs),
+        ])
+    }
+}
+
+extension JSONValue {
+    static func orNull(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
+    static func orNull(_ value: Int?) -> JSONValue { value.map(JSONValue.int) ?? .null }
+    static func orNull(_ value: Double?) -> JSONValue { value.map(JSONValue.double) ?? .null }
 }

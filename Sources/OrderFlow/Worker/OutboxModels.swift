@@ -87,8 +87,8 @@ extension OutboxTransition {
 }
 
 /// An activity's row as the worker will write it back (encoded for the store's statement).
-struct ActivityState: Sendable, Hashable, Encodable {
-    enum Status: String, Sendable, Hashable, Encodable {
+struct ActivityState: Sendable, Hashable {
+    enum Status: String, Sendable, Hashable {
         case waiting, starting, active, ended, gone, alerts
     }
 

@@ -13,7 +13,7 @@ enum PushAttempt: Sendable, Hashable {
 }
 
 /// A `deliveries` row (encoded with snake-case keys for `jsonb_to_recordset`).
-struct DeliveryRow: Sendable, Hashable, Encodable {
+struct DeliveryRow: Sendable, Hashable {
     var merchantID: String
     var orderID: String
     var deviceID: String
