@@ -56,7 +56,7 @@ public struct StoredRendering: Codable, Sendable, Hashable {
     /// would, from an already parsed value: the worker reads every pending transition's
     /// rendering, and `JSONDecoder` (through `JSONValue`'s own `Decodable`, member by member)
     /// was 5 % of the machine's CPU in the overload benchmark's 4× phase.
-    public init(json: JSONValue) throws {
+    init(json: JSONValue) throws {
         func field<T>(_ key: String, _ read: (JSONValue) -> T?) throws -> T {
             guard let value = json[key], let read = read(value) else { throw Self.malformed(key) }
             return read
@@ -86,16 +86,29 @@ public struct StoredRendering: Codable, Sendable, Hashable {
 extension JSONValue {
     /// The value with every whole number written with a fraction (`2.0`) as an integer, as
     /// `JSONValue`'s `Decodable` reads it (an `Int` first): what the worker pushed before it
-    /// parsed renderings itself, so the pushed bytes stay the same.
+    /// parsed renderings itself, so the pushed bytes stay the same. Returns the value itself (no copy) when it holds no such number, as content almost never does.
     var numbersAsCodableReadsThem: JSONValue {
+        hasWholeDouble ? wholeDoublesAsIntegers : self
+    }
+
+    private var hasWholeDouble: Bool {
+        switch self {
+        case .double(let value): return Int(exactly: value) != nil
+        case .array(let items): return items.contains { $0.hasWholeDouble }
+        case .object(let members): return members.values.contains { $0.hasWholeDouble }
+        case .null, .bool, .int, .string: return false
+        }
+    }
+
+    private var wholeDoublesAsIntegers: JSONValue {
         switch self {
         case .double(let value):
             if let whole = Int(exactly: value) { return .int(whole) }
             return self
         case .array(let items):
-            return .array(items.map(\.numbersAsCodableReadsThem))
+            return .array(items.map(\.wholeDoublesAsIntegers))
         case .object(let members):
-            return .object(members.mapValues(\.numbersAsCodableReadsThem))
+            return .object(members.mapValues(\.wholeDoublesAsIntegers))
         case .null, .bool, .int, .string:
             return self
         }

@@ -219,7 +219,7 @@ public actor PostgresConnection {
     }
 
     /// The query's parameters in PostgreSQL's text format.
-    private static func parameters(of query: PostgresQuery) throws(PostgresError) -> [String?] {
+    static func parameters(of query: PostgresQuery) throws(PostgresError) -> [String?] {
         var parameters: [String?] = []
         parameters.reserveCapacity(query.bindings.count)
         for (index, binding) in query.bindings.enumerated() {

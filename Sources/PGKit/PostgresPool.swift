@@ -185,11 +185,11 @@ public final class PostgresPool: Service, Sendable {
             return try result.get()
         case .lead(let members):
             let started = ContinuousClock.now
-            let results = await runGroup(members, on: connection)
+            let (results, batch) = await runGroup(members, on: connection)
             let took = ContinuousClock.now - started
             // The next group, if statements came meanwhile: its first caller runs it.
             let next = commitGroups.withLock { groups -> [GroupMember]? in
-                groups.record(size: members.count, took: took)
+                groups.record(size: members.count, took: took, batch: batch)
                 guard !groups.waiting.isEmpty else {
                     groups.inFlight -= 1
                     return nil
@@ -212,8 +212,11 @@ public final class PostgresPool: Service, Sendable {
 
     /// Runs a group — as its batch form when every statement has the same one, else as a
     /// pipeline — and on failure each statement alone (see `queryCommittingTogether`).
-    private func runGroup(_ members: [GroupMember], on connection: PostgresConnection) async -> [Result<PostgresRows, PostgresError>] {
+    private func runGroup(
+        _ members: [GroupMember], on connection: PostgresConnection
+    ) async -> (results: [Result<PostgresRows, PostgresError>], batch: BatchOutcome?) {
         let queries = members.map(\.query)
+        var batchOutcome: BatchOutcome?
         if queries.count > 1 {
             do throws(PostgresError) {
                 if let batch = Self.commonBatch(of: members) {
@@ -221,7 +224,7 @@ public final class PostgresPool: Service, Sendable {
                     do throws(PostgresError) {
                         rows = try await connection.queryBatch(try Self.batchQuery(batch, queries))
                     } catch {
-                        commitGroups.withLock { $0.batchesFailed += 1 }
+                        batchOutcome = .failed
                         // A statement refused for its data (a key taken) is the fallback's
                         // business; any other failure of a batch statement is worth a look: its
                         // groups then all run one statement at a time.
@@ -232,17 +235,16 @@ public final class PostgresPool: Service, Sendable {
                         }
                         throw error
                     }
-                    commitGroups.withLock { $0.batchesRun += 1 }
                     // Committed: from here on nothing runs again, whatever the rows say (a batch
                     // statement without `batch_ordinal` is a mistake in the source, which its
                     // tests catch: GroupCommitTests, GroupCommitEngineTests).
                     do throws(PostgresError) {
-                        return try rows.splitByBatchOrdinal(count: queries.count).map { .success($0) }
+                        return (try rows.splitByBatchOrdinal(count: queries.count).map { .success($0) }, .ran)
                     } catch {
-                        return Array(repeating: .failure(error), count: queries.count)
+                        return (Array(repeating: .failure(error), count: queries.count), .ran)
                     }
                 }
-                return try await connection.queryGroup(queries).map { .success($0) }
+                return (try await connection.queryGroup(queries).map { .success($0) }, nil)
             } catch {
                 // Nothing of the group was committed: each statement alone gives its own answer.
                 logger.debug("postgres group failed; running its statements one by one", metadata: [
@@ -259,7 +261,7 @@ public final class PostgresPool: Service, Sendable {
                 results.append(.failure(error))
             }
         }
-        return results
+        return (results, batchOutcome)
     }
 
     /// The batch form every member of the group has, if they all have the same one.
@@ -280,12 +282,8 @@ public final class PostgresPool: Service, Sendable {
             guard query.bindings.count == width else {
                 throw PostgresError(.invalidParameter, "the statements of a batch must have the same parameters")
             }
-            for (index, binding) in query.bindings.enumerated() {
-                do {
-                    columns[index].append(try binding.postgresText())
-                } catch {
-                    throw PostgresError(.invalidParameter, "parameter $\(index + 1) cannot be sent: \(error.reason)")
-                }
+            for (index, text) in try PostgresConnection.parameters(of: query).enumerated() {
+                columns[index].append(text)
             }
         }
         return PostgresQuery(batch, bindings: columns.map { $0.finished() })
@@ -666,11 +664,21 @@ private struct CommitGroups {
     var batchesRun = 0
     var batchesFailed = 0
 
-    mutating func record(size: Int, took: Duration) {
+    mutating func record(size: Int, took: Duration, batch: BatchOutcome?) {
         groupsRun += 1
         statementsRun += size
         timeInFlight += took
+        switch batch {
+        case .ran?: batchesRun += 1
+        case .failed?: batchesFailed += 1
+        case nil: break
+        }
     }
+}
+
+/// Whether a group ran as its batch form, or tried to and failed (for `groupStatistics`).
+private enum BatchOutcome {
+    case ran, failed
 }
 
 private struct GroupMember: Sendable {

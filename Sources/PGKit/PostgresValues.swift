@@ -378,4 +378,3 @@ enum PostgresTimestamp {
         ISO8601Timestamp.parse(text, zone: .optional)?.date
     }
 }
-

@@ -363,7 +363,6 @@ struct OutboxStore: Sendable {
     }
 }
 
-
 /// A row of `OutboxStore.complete`'s statement, as the JSON object its `jsonb_to_recordset`
 /// reads: snake_case names; nil is `null`, which the recordset reads as NULL.
 protocol CompletionRow {
