@@ -85,17 +85,25 @@ extension HTTPAPITests {
         // keeps it until the call has been answered.
         let (held, heldSignal) = AsyncStream.makeStream(of: Void.self)
         let releases = (0..<2).map { _ in AsyncStream.makeStream(of: Void.self) }
+        // The 300 ms acquire timeout also bounds opening a connection, which a loaded CI machine
+        // can exceed: a holder tries again (for up to 30 s) until it has one.
         let holders = releases.map { release in
             Task {
-                do {
-                    try await engine.pool.withConnection { connection in
-                        _ = try await connection.query(PostgresQuery("SELECT 1"))
-                        heldSignal.yield()
-                        for await _ in release.stream { break }
+                let deadline = ContinuousClock.now + .seconds(30)
+                while true {
+                    do {
+                        try await engine.pool.withConnection { connection in
+                            _ = try await connection.query(PostgresQuery("SELECT 1"))
+                            heldSignal.yield()
+                            for await _ in release.stream { break }
+                        }
+                        return
+                    } catch where ContinuousClock.now < deadline {
+                        try await Task.sleep(for: .milliseconds(50))
+                    } catch {
+                        heldSignal.finish()  // the wait below ends, and the test fails, instead of hanging
+                        throw error
                     }
-                } catch {
-                    heldSignal.finish()  // the wait below ends, and the test fails, instead of hanging
-                    throw error
                 }
             }
         }
