@@ -247,11 +247,15 @@ extension OrderFlowEngine {
             moved.content = rendering.content
             orderCache.store(moved, for: orderID)
         }
-        // Everything the snapshot holds is known here: no need to read the order again.
-        let order = OrderSnapshot(
+        // Everything the snapshot holds is known here (but a broadcast order's channel, which the
+        // worker moves): no need to read the order again.
+        var order = OrderSnapshot(
             orderID: orderID, workflow: workflow.name, workflowVersion: known.workflowVersion, state: transition.to,
             seq: newSeq, isFinal: workflow.isFinal(transition.to), attributes: known.attributes,
             content: rendering.content, createdAt: known.createdAt, updatedAt: now, stateEnteredAt: now)
+        if case .broadcast = workflow.lifecycle.audience {
+            order.channel = try await orderStore.channel(connection, orderID: orderID)
+        }
         let record = TransitionRecord(
             seq: newSeq, from: state, to: transition.to, event: transition.event, input: validInput,
             rendered: rendering, actor: actor, idempotencyKey: idempotencyKey, occurredAt: now)

@@ -250,12 +250,19 @@ extension OrderSnapshot {
         isFinal = finalStates?.contains(state) ?? false
         // Only reads that join `order_channels` have these columns.
         if let noChannel = try? row.isNull("channel_state"), !noChannel {
-            channel = BroadcastChannelInfo(
-                id: try row.decode("channel_id", as: String?.self),
-                state: BroadcastChannelInfo.State(rawValue: try row.decode("channel_state")) ?? .failed,
-                storage: try row.decode("channel_storage_policy", as: Int.self) == 0 ? .none : .latest,
-                reason: try row.decode("channel_reason", as: String?.self))
+            channel = try BroadcastChannelInfo(row: row)
         }
+    }
+}
+
+extension BroadcastChannelInfo {
+    /// From a row with `channel_state`, `channel_id`, `channel_storage_policy` and `channel_reason`.
+    init(row: PostgresRow) throws {
+        self.init(
+            id: try row.decode("channel_id", as: String?.self),
+            state: State(rawValue: try row.decode("channel_state")) ?? .failed,
+            storage: try row.decode("channel_storage_policy", as: Int.self) == 0 ? .none : .latest,
+            reason: try row.decode("channel_reason", as: String?.self))
     }
 }
 

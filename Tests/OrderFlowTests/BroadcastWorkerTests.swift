@@ -91,7 +91,10 @@ struct BroadcastWorkerTests {
         #expect(shown.channel?.state == .open)
 
         for (index, target) in ["s1", "s2", "s3", "s4", "done"].enumerated() {
-            _ = try await h.engine.advance("race-1", to: target)
+            let moved = try await h.engine.advance("race-1", to: target)
+            // An advance's answer carries the channel too, as it stands (the last one, the end,
+            // before the worker sends it).
+            #expect(moved.order.channel?.id == channelID && moved.order.channel?.state == .open, "\(target): \(String(describing: moved.order.channel))")
             try await h.apns.waitForBroadcasts(count: index + 1)
         }
         try await eventually("the channel is deleted after the end") { try await channelRow(h, "race-1").state == "deleted" }

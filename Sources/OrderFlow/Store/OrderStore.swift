@@ -82,6 +82,15 @@ struct OrderStore: Sendable {
         ).first?.decode("updated_at", as: Date.self)
     }
 
+    /// The order's broadcast channel as it stands, on the connection of the advance that moved
+    /// it (the answer carries the channel, as every read of the order does); nil without one.
+    func channel(_ connection: isolated PostgresConnection, orderID: String) async throws -> BroadcastChannelInfo? {
+        try await connection.query(PostgresQuery("""
+            SELECT state AS channel_state, channel_id, storage_policy AS channel_storage_policy, reason AS channel_reason
+            FROM order_channels WHERE merchant_id = $1 AND order_id = $2
+            """, merchantID, orderID)).first.map(BroadcastChannelInfo.init(row:))
+    }
+
     /// Moves the order, appends the transition and enqueues its activity command in one
     /// statement, guarded by the sequence number the caller saw: the new sequence number, or
     /// nil when the order moved meanwhile (nothing is written then). A unique violation means
