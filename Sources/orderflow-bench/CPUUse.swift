@@ -8,24 +8,37 @@ struct CPUUse {
     var busy: Double
     var idle: Double
     var ownProcess: Double
+    /// The user + system time of another process the benchmark started (`orderflow serve`), in
+    /// clock ticks; 0 when none is watched.
+    var otherProcess: Double = 0
     /// When it was read.
     var taken: ContinuousClock.Instant
 
-    /// Nil where `/proc` is not there to read.
-    static func now() -> CPUUse? {
+    /// Nil where `/proc` is not there to read; `watching` is another process's id (its time
+    /// reads 0 once it is gone).
+    static func now(watching other: Int32? = nil) -> CPUUse? {
         guard let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
               let line = stat.split(separator: "\n").first, line.hasPrefix("cpu "),
-              let own = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8),
-              let afterName = own.range(of: ") ", options: .backwards)
+              let own = processTicks("/proc/self/stat")
         else { return nil }
         // user nice system idle iowait irq softirq (guest time is inside user already; steal,
         // time another virtual machine had, is neither this machine's work nor its idleness)
         let ticks = line.split(separator: " ").dropFirst().prefix(7).compactMap { Double($0) }
-        // Fields after the command name start at the third (state); utime and stime are the 14th and 15th.
-        let fields = own[afterName.upperBound...].split(separator: " ")
-        guard ticks.count == 7, fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        guard ticks.count == 7 else { return nil }
         let idle = ticks[3] + ticks[4]
-        return CPUUse(busy: ticks.reduce(0, +) - idle, idle: idle, ownProcess: user + system, taken: .now)
+        return CPUUse(busy: ticks.reduce(0, +) - idle, idle: idle, ownProcess: own,
+                      otherProcess: other.flatMap { processTicks("/proc/\($0)/stat") } ?? 0, taken: .now)
+    }
+
+    /// A process's user + system time in clock ticks, from its `stat` file.
+    private static func processTicks(_ path: String) -> Double? {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8),
+              let afterName = text.range(of: ") ", options: .backwards)
+        else { return nil }
+        // Fields after the command name start at the third (state); utime and stime are the 14th and 15th.
+        let fields = text[afterName.upperBound...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return user + system
     }
 
     /// Seconds from `start` to this reading.
@@ -41,8 +54,11 @@ struct CPUUse {
         let perTick = 1e6 / Double(sysconf(Int32(_SC_CLK_TCK)))
         let count = max(1, rate * seconds(since: start))
         let own = (ownProcess - start.ownProcess) * perTick / count
-        let rest = ((busy - start.busy) - (ownProcess - start.ownProcess)) * perTick / count
+        let other = (otherProcess - start.otherProcess) * perTick / count
+        let rest = ((busy - start.busy) - (ownProcess - start.ownProcess) - (otherProcess - start.otherProcess)) * perTick / count
         let idleShare = (idle - start.idle) / max(1, (busy - start.busy) + (idle - start.idle))
-        return String(format: "CPU per transition: this process %.0f µs, everything else %.0f µs; cores idle %.0f %%", own, rest, idleShare * 100)
+        let server = otherProcess > 0 ? String(format: ", the server %.0f µs", other) : ""
+        return String(format: "CPU per transition: this process %.0f µs%@, everything else %.0f µs; cores idle %.0f %%",
+                      own, server, rest, idleShare * 100)
     }
 }

@@ -118,6 +118,7 @@ struct HTTPBenchmark: AsyncParsableCommand {
             for turn in 0..<sides.count {
                 let side = sides[(turn + round) % sides.count]
                 let orders = try await freshOrders(for: side)
+                let cpuBefore = CPUUse.now(watching: server.pid)
                 let rate = switch side {
                 case .library: try await runLibrary(engine, orders: orders, seconds: seconds)
                 case .http, .minimal:
@@ -130,6 +131,11 @@ struct HTTPBenchmark: AsyncParsableCommand {
                 rates[side, default: []].append(rate)
                 print("  round \(round + 1)  \(side.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0))"
                       + String(format: "%8.0f advances/s", rate) + "   server RSS \(server.residentMegabytes()) MB")
+                // Where the cores went: the library's side runs in this process, the HTTP side
+                // in the server (wrk and PostgreSQL are "everything else").
+                if let cpuBefore, let cpuAfter = CPUUse.now(watching: server.pid) {
+                    print("           " + cpuAfter.summary(since: cpuBefore, rate: rate))
+                }
             }
         }
         let library = rates[.library]!.reduce(0, +) / Double(rounds)
