@@ -90,10 +90,12 @@ public final class OrderFlowHTTPServer: Service, Sendable {
         }
     }
 
-    /// The routes, for this server and for tests in process.
+    /// The routes, for this server and for tests in process (`advancesByHand: false` sends every
+    /// advance through the generated server, for the tests that compare it with `AdvanceRoute`).
     static func router(engine: OrderFlowEngine, runsWorker: Bool, workerStatus: (@Sendable () -> String)? = nil,
                        events: EventStreams = EventStreams(),
-                       metrics: PrometheusCollectorRegistry? = nil, logger: Logger) throws -> Router<BasicRequestContext> {
+                       metrics: PrometheusCollectorRegistry? = nil, logger: Logger,
+                       advancesByHand: Bool = true) throws -> Router<BasicRequestContext> {
         let router = Router()
         // Outermost: every request is counted and timed (by route, method and status), and
         // logged once with its request id, whatever answers it.
@@ -118,8 +120,15 @@ public final class OrderFlowHTTPServer: Service, Sendable {
         BoardRoutes(engine: engine).register(on: router)
         let api = OrderFlowAPI(engine: engine, runsWorker: runsWorker, workerStatus: workerStatus, events: events)
         // Compact JSON with its keys sorted (the runtime's default also pretty-prints: more bytes
-        // on the wire and more work per answer, for no client that parses it).
-        try api.registerHandlers(on: router, configuration: Configuration(dateTranscoder: ISO8601Transcoder(), jsonEncodingOptions: [.sortedKeys]))
+        // on the wire and more work per answer, for no client that parses it). The advance
+        // route answers ordinary requests itself (`AdvanceRoute`).
+        let configuration = Configuration(dateTranscoder: ISO8601Transcoder(), jsonEncodingOptions: [.sortedKeys])
+        if advancesByHand {
+            try api.registerHandlers(on: AdvanceRoute(router: router, api: api), configuration: configuration)
+        } else {
+            // Every advance through the generated server (tests compare the two).
+            try api.registerHandlers(on: router, configuration: configuration)
+        }
         return router
     }
 }

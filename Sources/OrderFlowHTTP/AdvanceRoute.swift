@@ -1,0 +1,222 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import OpenAPIRuntime
+import OrderFlow
+import WorkflowKit
+
+/// `POST /v1/orders/{id}/advance`, the call a backend makes for every step of every order:
+/// an ordinary request is read and answered here, anything else by the generated server.
+///
+/// Why by hand: on this route the generated server's Foundation `JSONDecoder` and `JSONEncoder`
+/// and the runtime's conversions around them cost the server more CPU than the engine's own
+/// work for the advance (`orderflow-bench http`, BENCHMARKS.md, #15). Here the body is read by
+/// the engine's JSON parser and the answer written from `JSONValue`s, the same members the
+/// contract's `AdvanceResult` has (a test compares both answers for the same advances).
+///
+/// "Ordinary" is decided conservatively, so that the two readings can never differ: a JSON
+/// object body without escapes, members only of the contract's `Advance` with the right kinds
+/// (`to` or `event`, not both), input numbers only whole ones, plain-token id, key and
+/// preference (nothing a URI decoding would change), JSON content type and acceptable answer.
+/// Every other request (and every malformed one) goes to the generated handler unchanged,
+/// which also says what is wrong with it.
+struct AdvanceRoute: ServerTransport {
+    let router: Router<BasicRequestContext>
+    let api: OrderFlowAPI
+
+    static let path = "/v1/orders/{id}/advance"
+
+    func register(
+        _ handler: @escaping @Sendable (HTTPRequest, HTTPBody?, ServerRequestMetadata) async throws -> (HTTPResponse, HTTPBody?),
+        method: HTTPRequest.Method, path: String
+    ) throws {
+        guard method == .post, path == Self.path else {
+            router.register(handler, method: method, path: path)
+            return
+        }
+        router.on(RouterPath(path), method: .post) { [api] request, context in
+            var request = request
+            if let advance = try await OrdinaryAdvance(request: &request, orderID: context.parameters.get("id")) {
+                return await api.advance(advance)
+            }
+            return try await Self.generated(handler, request: request, context: context)
+        }
+    }
+
+    /// The request through the generated handler, converted as swift-openapi-hummingbird's own
+    /// registration converts it.
+    private static func generated(
+        _ handler: @Sendable (HTTPRequest, HTTPBody?, ServerRequestMetadata) async throws -> (HTTPResponse, HTTPBody?),
+        request: Request, context: BasicRequestContext
+    ) async throws -> Response {
+        let length = request.headers[.contentLength].flatMap(Int64.init).map(HTTPBody.Length.known) ?? .unknown
+        let body = HTTPBody(request.body.map { [UInt8](buffer: $0) }, length: length, iterationBehavior: .single)
+        let parameters = [String: Substring](context.parameters.map { (String($0.0), $0.1) }) { first, _ in first }
+        let (response, responseBody) = try await handler(request.head, body, ServerRequestMetadata(pathParameters: parameters))
+        var bytes = ByteBuffer()
+        if let responseBody { bytes = ByteBuffer(bytes: try await [UInt8](collecting: responseBody, upTo: .max)) }
+        return Response(status: response.status, headers: response.headerFields, body: ResponseBody(byteBuffer: bytes))
+    }
+}
+
+/// An advance request both readings (this one and the generated server's) read the same way.
+struct OrdinaryAdvance: Sendable {
+    var orderID: String
+    var target: String
+    var input: JSONValue
+    var expectedState: String?
+    var idempotencyKey: String?
+    var minimal: Bool
+
+    /// Nil for a request that is not ordinary (see ``AdvanceRoute``).
+    init?(request: inout Request, orderID: String?) async throws {
+        let headers = request.headers
+        guard let orderID, Self.isToken(orderID),
+              let contentType = headers[.contentType], Self.isJSON(contentType),
+              headers[.accept].map(Self.acceptsJSON) ?? true
+        else { return nil }
+        let key = headers[.idempotencyKey]
+        if let key, !Self.isToken(key) { return nil }
+        let prefer = headers[.prefer]
+        if let prefer, prefer.utf8.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) { return nil }
+        // The body was read whole by `RequestBodyLimit`; this returns it.
+        let buffer = try await request.collectBody(upTo: OrderFlowAPI.maximumBodyBytes)
+        guard let parsed = buffer.withUnsafeReadableBytes({ bytes -> JSONValue? in
+            // An escape is where two JSON readers most often part ways (surrogates, `\u0000`).
+            guard !bytes.isEmpty, !bytes.contains(UInt8(ascii: "\\")) else { return nil }
+            return try? JSONValue(parsing: bytes)
+        }), case .object(let members) = parsed else { return nil }
+        var target: String?
+        var input: JSONValue = [:]
+        var expectedState: String?
+        for (name, value) in members {
+            switch (name, value) {
+            case ("to", .string(let state)) where target == nil: target = state
+            case ("event", .string(let event)) where target == nil: target = event
+            case ("expected_state", .string(let state)): expectedState = state
+            case ("input", .object) where Self.hasOnlyWholeNumbers(value): input = value
+            default: return nil
+            }
+        }
+        guard let target else { return nil }
+        self.orderID = orderID
+        self.target = target
+        self.input = input
+        self.expectedState = expectedState
+        self.idempotencyKey = key
+        self.minimal = OrderFlowAPI.prefersMinimal(prefer)
+    }
+
+    /// Letters, digits and `-._~:` only: what no URI decoding changes.
+    static func isToken(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy { byte in
+            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_")
+                || byte == UInt8(ascii: "~") || byte == UInt8(ascii: ":")
+        }
+    }
+
+    static func isJSON(_ contentType: String) -> Bool {
+        let lowered = contentType.lowercased()
+        return lowered == "application/json" || lowered == "application/json; charset=utf-8"
+    }
+
+    static func acceptsJSON(_ accept: String) -> Bool {
+        accept == "*/*" || accept.lowercased() == "application/json"
+    }
+
+    /// Whether every number in `value` is a whole one (`JSONDecoder` and the engine's parser
+    /// may tell `1.0` or `1e2` apart differently).
+    static func hasOnlyWholeNumbers(_ value: JSONValue) -> Bool {
+        switch value {
+        case .double: false
+        case .array(let values): values.allSatisfy(hasOnlyWholeNumbers)
+        case .object(let members): members.values.allSatisfy(hasOnlyWholeNumbers)
+        case .null, .bool, .int, .string: true
+        }
+    }
+}
+
+extension OrderFlowAPI {
+    /// An ordinary advance: the library call ``advanceOrder(_:)`` makes, the same answers.
+    func advance(_ request: OrdinaryAdvance) async -> Response {
+        let requestID = RequestScope.current?.requestID
+        do {
+            guard let scope = RequestScope.current else {
+                throw OrderFlowError(.unexpected, "the request reached a handler without its merchant; this is a bug in the server")
+            }
+            if scope.grantedOrder != nil { throw AccessDenied(detail: AccessDenied.appOnly) }
+            let engine = try engine.forMerchant(scope.merchantID)
+            let result = try await engine.advance(
+                request.orderID, to: request.target, input: request.input, idempotencyKey: request.idempotencyKey,
+                expectedState: request.expectedState, actor: Self.actor)
+            if request.minimal {
+                return Response(status: .noContent, headers: [
+                    .orderFlowState: Self.uriEncoded(result.order.state),
+                    .orderFlowSeq: String(Int32(clamping: result.order.seq)),
+                    .orderFlowReplayed: result.replayed ? "true" : "false",
+                ])
+            }
+            let json = try Self.advanceResultJSON(result, workflow: try await engine.workflow(of: result.order))
+            return Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
+                            body: ResponseBody(byteBuffer: ByteBuffer(bytes: json.serialized)))
+        } catch {
+            return ProblemResponse.response(for: error, requestID: requestID)
+        }
+    }
+
+    /// The contract's `AdvanceResult` for `result`, member for member as ``advanceResult(_:_:)``
+    /// gives it to the generated encoder.
+    static func advanceResultJSON(_ result: AdvanceResult, workflow: Workflow) throws -> JSONValue {
+        let times = ISO8601Transcoder()
+        func time(_ date: Date) throws -> JSONValue { .string(try times.encode(date)) }
+        func object(_ value: JSONValue) throws -> JSONValue {
+            guard case .object = value else { throw OrderFlowError(.invalidInput, "expected a JSON object here") }
+            return value
+        }
+        let order = result.order.readable(in: workflow)
+        var orderJSON: [String: JSONValue] = [
+            "id": .string(order.orderID), "workflow": .string(order.workflow), "workflow_version": .int(order.workflowVersion),
+            "state": .string(order.state), "seq": .int(order.seq), "is_final": .bool(order.isFinal),
+            "attributes": try object(order.attributes), "content": try object(order.content),
+            "created_at": try time(order.createdAt), "updated_at": try time(order.updatedAt),
+            "state_entered_at": try time(order.stateEnteredAt),
+        ]
+        if let channel = order.channel {
+            let state = Components.Schemas.BroadcastChannel.StatePayload(rawValue: channel.state.rawValue) ?? .failed
+            var channelJSON: [String: JSONValue] = [
+                "state": .string(state.rawValue), "storage": .string(channel.storage == .none ? "none" : "latest"),
+            ]
+            channelJSON["id"] = channel.id.map(JSONValue.string)
+            channelJSON["reason"] = channel.reason.map(JSONValue.string)
+            orderJSON["channel"] = .object(channelJSON)
+        }
+        let transition = result.transition.readable(in: workflow)
+        var transitionJSON: [String: JSONValue] = [
+            "seq": .int(transition.seq), "to": .string(transition.to), "input": try object(transition.input),
+            "occurred_at": try time(transition.occurredAt), "content": try object(transition.content),
+            "priority": .int(transition.priority >= 10 ? 10 : 5), "aps": try object(transition.aps),
+        ]
+        transitionJSON["from"] = transition.from.map(JSONValue.string)
+        transitionJSON["event"] = transition.event.map(JSONValue.string)
+        transitionJSON["actor"] = transition.actor.map(JSONValue.string)
+        transitionJSON["stale_date"] = try transition.staleDate.map(time)
+        transitionJSON["dismissal_date"] = try transition.dismissalDate.map(time)
+        transitionJSON["relevance_score"] = transition.relevanceScore.map(JSONValue.double)
+        return .object(["order": .object(orderJSON), "transition": .object(transitionJSON), "replayed": .bool(result.replayed)])
+    }
+
+    /// A header value as the generated server writes a string (percent-encoded beyond the
+    /// unreserved characters; a state name seldom has any).
+    static func uriEncoded(_ text: String) -> String {
+        if OrdinaryAdvance.isToken(text), !text.contains(":") { return text }
+        return text.addingPercentEncoding(withAllowedCharacters: .init(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")) ?? text
+    }
+}
+
+extension HTTPField.Name {
+    static let idempotencyKey = HTTPField.Name("Idempotency-Key")!
+    static let orderFlowSeq = HTTPField.Name("OrderFlow-Seq")!
+    static let orderFlowReplayed = HTTPField.Name("OrderFlow-Replayed")!
+}

@@ -1,0 +1,171 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import OrderFlow
+import OrderFlowTesting
+import PGKit
+import Testing
+import WorkflowKit
+
+@testable import OrderFlowHTTP
+
+/// The advance route reads ordinary requests and writes their answers by hand (`AdvanceRoute`);
+/// everything else goes to the generated server. These tests hold the two to the same answers.
+extension HTTPAPITests {
+    @Test("the advance route's own answers equal the generated server's, member for member, full and minimal")
+    func advanceRouteAnswersAsTheGeneratedServer() async throws {
+        let harness = try await Harness.make()
+        defer { Task { await harness.fixture.shutdown() } }
+        _ = try await harness.fixture.engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("f1-race"), file: "f1-race.yaml")
+        let byHand = Application(router: try OrderFlowHTTPServer.router(engine: harness.fixture.engine, runsWorker: false, logger: Logger(label: "test")))
+        let generated = Application(router: try OrderFlowHTTPServer.router(
+            engine: harness.fixture.engine, runsWorker: false, logger: Logger(label: "test"), advancesByHand: false))
+        let key = HTTPField.Name("Idempotency-Key")!, prefer = HTTPField.Name("Prefer")!
+        // Every step is made through one server and replayed (same key, same body) through the
+        // other: a replay answers with the first result, so the two bodies must be equal but for
+        // `replayed`. The servers take turns at going first.
+        let steps: [(order: String, body: String)] = [
+            ("1042", #"{"event": "accept", "input": {"eta": "+20m"}}"#),
+            ("1042", #"{"to": "ready", "expected_state": "in_progress"}"#),
+            ("1042", #"{"event": "dispatch", "input": {"eta": "+15m", "driver": "Sam"}}"#),
+            ("1042", #"{"event": "deliver"}"#),
+            ("monza", #"{"event": "lights_out", "input": {"first": {"name": "Lando Norris", "code": "NOR", "number": 4, "constructor": "McLaren"}, "second": {"name": "Max Verstappen", "code": "VER", "number": 1, "constructor": "Red Bull"}, "third": {"name": "Charles Leclerc", "code": "LEC", "number": 16, "constructor": "Ferrari"}}}"#),
+            ("monza", #"{"event": "safety_car"}"#),
+        ]
+        try await byHand.test(.router) { hand in
+            try await generated.test(.router) { machine in
+                for (id, body) in [("1042", #"{"id": "1042", "workflow": "food-order", "attributes": {"merchantName": "Luigi's", "orderNumber": "1042", "itemCount": 3}}"#),
+                                   ("monza", #"{"id": "monza", "workflow": "f1-race", "attributes": {"raceName": "Italian Grand Prix", "track": "Monza", "totalLaps": 53}}"#)] {
+                    let created = try await call(hand, .post, "/v1/orders", headers: harness.headers(), body: body)
+                    #expect(created.status == .created, "\(id): \(created.body)")
+                }
+                for (index, step) in steps.enumerated() {
+                    let (first, second): (any TestClientProtocol, any TestClientProtocol) = index % 2 == 0 ? (hand, machine) : (machine, hand)
+                    let headers = harness.headers([key: "step-\(index)"])
+                    let made = try await call(first, .post, "/v1/orders/\(step.order)/advance", headers: headers, body: step.body)
+                    let replayed = try await call(second, .post, "/v1/orders/\(step.order)/advance", headers: headers, body: step.body)
+                    #expect(made.status == .ok && replayed.status == .ok, "step \(index): \(made.body) / \(replayed.body)")
+                    #expect(made.headers[.contentType] == replayed.headers[.contentType])
+                    var madeJSON = try JSONValue(parsing: Array(made.body.utf8)), replayedJSON = try JSONValue(parsing: Array(replayed.body.utf8))
+                    #expect(madeJSON["replayed"] == .bool(false) && replayedJSON["replayed"] == .bool(true))
+                    madeJSON = Self.withoutReplayed(madeJSON)
+                    replayedJSON = Self.withoutReplayed(replayedJSON)
+                    #expect(Self.numbersAsDoubles(madeJSON) == Self.numbersAsDoubles(replayedJSON),
+                            "step \(index) (\(index % 2 == 0 ? "by hand first" : "generated first")):\n\(made.body)\n\(replayed.body)")
+                    #expect(madeJSON["transition"]?["aps"]?["event"] != nil, "the answer carries the pushed payload: \(made.body)")
+                }
+                // The broadcast order's channel is in the answers too.
+                let race = try await call(hand, .post, "/v1/orders/monza/advance", headers: harness.headers(), body: #"{"event": "green_flag"}"#)
+                #expect(try JSONValue(parsing: Array(race.body.utf8))["order"]?["channel"]?["state"] == .string("pending"), "\(race.body)")
+
+                // Minimal answers: the same headers from both.
+                let body = #"{"id": "7", "workflow": "food-order", "attributes": {"merchantName": "Luigi's", "orderNumber": "7", "itemCount": 1}}"#
+                #expect(try await call(hand, .post, "/v1/orders", headers: harness.headers(), body: body).status == .created)
+                let minimal = harness.headers([key: "m-1", prefer: "return=minimal"])
+                let made = try await call(hand, .post, "/v1/orders/7/advance", headers: minimal, body: #"{"event": "accept", "input": {"eta": "+20m"}}"#)
+                let replayed = try await call(machine, .post, "/v1/orders/7/advance", headers: minimal, body: #"{"event": "accept", "input": {"eta": "+20m"}}"#)
+                #expect(made.status == .noContent && replayed.status == .noContent && made.body.isEmpty)
+                for name in ["OrderFlow-State", "OrderFlow-Seq", "Preference-Applied"] {
+                    #expect(made.headers[HTTPField.Name(name)!] == replayed.headers[HTTPField.Name(name)!] && made.headers[HTTPField.Name(name)!] != nil, "\(name)")
+                }
+                #expect(made.headers[HTTPField.Name("OrderFlow-Replayed")!] == "false" && replayed.headers[HTTPField.Name("OrderFlow-Replayed")!] == "true")
+
+                // Refusals: the same status, code and sentence from both.
+                let refusals: [(String, String)] = [
+                    ("/v1/orders/7/advance", #"{"to": "delivered"}"#),
+                    ("/v1/orders/7/advance", #"{"to": "ready", "expected_state": "received"}"#),
+                    ("/v1/orders/7/advance", #"{"to": "ready", "expected_state": "nowhere"}"#),
+                    ("/v1/orders/nope/advance", #"{"to": "ready"}"#),
+                    ("/v1/orders/7/advance", #"{"event": "dispatch", "input": {"eta": 12}}"#),
+                ]
+                for (path, body) in refusals {
+                    let mine = try await call(hand, .post, path, headers: harness.headers([HTTPField.Name("X-Request-ID")!: "same"]), body: body)
+                    let theirs = try await call(machine, .post, path, headers: harness.headers([HTTPField.Name("X-Request-ID")!: "same"]), body: body)
+                    #expect(mine.status == theirs.status && mine.status.code >= 400, "\(path) \(body): \(mine.status) / \(theirs.status)")
+                    #expect(try JSONValue(parsing: Array(mine.body.utf8)) == JSONValue(parsing: Array(theirs.body.utf8)), "\(mine.body)\n\(theirs.body)")
+                }
+            }
+        }
+    }
+
+    @Test("only ordinary advance requests are read by hand; the rest go to the generated server, which says what is wrong")
+    func ordinaryAdvanceRequests() async throws {
+        func ordinary(_ body: String, headers extra: HTTPFields = [:], id: String = "1042") async throws -> OrdinaryAdvance? {
+            var fields = extra
+            if fields[.contentType] == nil { fields[.contentType] = "application/json" }
+            var request = Request(
+                head: HTTPRequest(method: .post, scheme: "http", authority: "localhost", path: "/v1/orders/\(id)/advance", headerFields: fields),
+                body: RequestBody(buffer: ByteBuffer(string: body)))
+            return try await OrdinaryAdvance(request: &request, orderID: id)
+        }
+        let plain = try #require(try await ordinary(#"{"event": "accept", "input": {"eta": "+20m", "n": 3, "x": [true, null, {"k": "v"}]}}"#))
+        #expect(plain.target == "accept" && plain.input == ["eta": "+20m", "n": 3, "x": [true, nil, ["k": "v"]]] && !plain.minimal)
+        let keyed = try #require(try await ordinary(#"{"to":"ready","expected_state":"in_progress"}"#, headers: [
+            HTTPField.Name("Idempotency-Key")!: "0b9c-42:a_b.c~d", HTTPField.Name("Prefer")!: "return=minimal", .accept: "application/json",
+        ]))
+        #expect(keyed.target == "ready" && keyed.expectedState == "in_progress" && keyed.idempotencyKey == "0b9c-42:a_b.c~d" && keyed.minimal)
+        #expect(try await ordinary(#"{"to": "ready"}"#, headers: [.contentType: "Application/JSON; charset=UTF-8"]) != nil)
+
+        // Each of these goes to the generated server.
+        let others: [(String, HTTPFields, String)] = [
+            (#"{"to": "re\u0061dy"}"#, [:], "an escape"),
+            (#"{"to": "ready", "event": "accept"}"#, [:], "both"),
+            (#"{"input": {}}"#, [:], "neither"),
+            (#"{"to": null}"#, [:], "a null"),
+            (#"{"to": 3}"#, [:], "a wrong kind"),
+            (#"{"to": "ready", "note": "x"}"#, [:], "an unknown member"),
+            (#"{"to": "ready", "input": {"eta": 1.5}}"#, [:], "a fraction"),
+            (#"{"to": "ready", "input": {"n": 1e2}}"#, [:], "an exponent"),
+            (#"{"to": "ready", "input": []}"#, [:], "input not an object"),
+            (#"["ready"]"#, [:], "not an object"),
+            (#"{"to": "ready""#, [:], "malformed"),
+            ("", [:], "empty"),
+            (#"{"to": "ready"}"#, [.contentType: "text/plain"], "another content type"),
+            (#"{"to": "ready"}"#, [.accept: "text/html"], "another answer type"),
+            (#"{"to": "ready"}"#, [HTTPField.Name("Idempotency-Key")!: "a%20b"], "a percent-encoded key"),
+            (#"{"to": "ready"}"#, [HTTPField.Name("Idempotency-Key")!: "a b"], "a key with a space"),
+            (#"{"to": "ready"}"#, [HTTPField.Name("Prefer")!: "return=minimal%2C"], "a percent-encoded preference"),
+        ]
+        for (body, headers, what) in others {
+            #expect(try await ordinary(body, headers: headers) == nil, "\(what): \(body)")
+        }
+        #expect(try await ordinary(#"{"to": "ready"}"#, id: "a%2Fb") == nil, "a percent-encoded id")
+
+        // And the generated server answers them as before.
+        let harness = try await Harness.make()
+        defer { Task { await harness.fixture.shutdown() } }
+        try await harness.application.test(.router) { client in
+            let body = #"{"id": "1042", "workflow": "food-order", "attributes": {"merchantName": "Luigi's", "orderNumber": "1042", "itemCount": 3}}"#
+            #expect(try await call(client, .post, "/v1/orders", headers: harness.headers(), body: body).status == .created)
+            let escaped = try await call(client, .post, "/v1/orders/1042/advance", headers: harness.headers(), body: #"{"event": "\u0061ccept", "input": {"eta": "+20m"}}"#)
+            #expect(escaped.status == .ok && (escaped.json["order"] as? [String: Any])?["state"] as? String == "in_progress", "\(escaped.body)")
+            let both = try await call(client, .post, "/v1/orders/1042/advance", headers: harness.headers(), body: #"{"to": "ready", "event": "accept"}"#)
+            expectProblem(both, .badRequest, code: "invalidInput", containing: "not both")
+            let unknown = try await call(client, .post, "/v1/orders/1042/advance", headers: harness.headers(), body: #"{"to": "ready", "note": "x"}"#)
+            expectProblem(unknown, .badRequest, code: "invalidInput")
+            var textPlain = harness.headers()
+            textPlain[.contentType] = "text/plain"
+            let wrongType = try await call(client, .post, "/v1/orders/1042/advance", headers: textPlain, body: #"{"to": "ready"}"#)
+            #expect(wrongType.status.code >= 400 && wrongType.status.code < 500, "\(wrongType.status) \(wrongType.body)")
+            #expect(try await harness.fixture.engine.order("1042").order.state == "in_progress", "nothing refused moved the order")
+        }
+    }
+
+    static func withoutReplayed(_ value: JSONValue) -> JSONValue {
+        guard case .object(var members) = value else { return value }
+        members["replayed"] = nil
+        return .object(members)
+    }
+
+    /// Numbers compared by value: Foundation writes a whole double as `5`, the route as `5.0`.
+    static func numbersAsDoubles(_ value: JSONValue) -> JSONValue {
+        switch value {
+        case .int(let int): .double(Double(int))
+        case .array(let values): .array(values.map(numbersAsDoubles))
+        case .object(let members): .object(members.mapValues(numbersAsDoubles))
+        case .null, .bool, .double, .string: value
+        }
+    }
+}
