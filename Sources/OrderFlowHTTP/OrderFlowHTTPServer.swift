@@ -105,6 +105,7 @@ public final class OrderFlowHTTPServer: Service, Sendable {
             publicPaths: BoardRoutes.publicPaths.union(metrics == nil ? ["/healthz", "/openapi.yaml"] : ["/healthz", "/openapi.yaml", "/metrics"]),
             logger: logger))
         router.add(middleware: RequestBodyLimit())
+        router.add(middleware: ProblemsAcceptable())
         router.add(middleware: RequestErrors())
         router.add(middleware: MinimalReturn())
         router.get("/openapi.yaml") { _, _ in
@@ -187,6 +188,30 @@ struct RequestBodyLimit<Context: RequestContext>: RouterMiddleware {
 
     static func tooLarge(_ detail: String) -> Response {
         ProblemResponse.response(status: .contentTooLarge, code: "invalidInput", detail: detail, requestID: RequestScope.current?.requestID)
+    }
+}
+
+/// Errors are answered as problem details (RFC 9457, `application/problem+json`) whatever the
+/// request's `Accept` lists: the generated server checks every answer against `Accept`, and a
+/// client asking for `application/json` (many libraries send it) got "response content type
+/// not acceptable" (400) in place of the real 404, 409 or 422. The problem type is added to the
+/// accepted ones; what a successful answer must match stays the client's choice.
+struct ProblemsAcceptable<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let accept = request.headers[.accept], !Self.acceptsProblems(accept) else {
+            return try await next(request, context)
+        }
+        var head = request.head
+        head.headerFields[.accept] = accept + ", application/problem+json"
+        return try await next(Request(head: head, body: request.body), context)
+    }
+
+    /// Whether one of `accept`'s media ranges (parameters and case aside) takes a problem body.
+    static func acceptsProblems(_ accept: String) -> Bool {
+        accept.split(separator: ",").contains { range in
+            let type = range.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+            return type == "*/*" || type == "application/*" || type == "application/problem+json"
+        }
     }
 }
 

@@ -153,6 +153,32 @@ extension HTTPAPITests {
         }
     }
 
+    @Test("a client that accepts only application/json still gets the real error as a problem, on every route")
+    func problemsWhateverTheAccept() async throws {
+        let harness = try await Harness.make()
+        defer { Task { await harness.fixture.shutdown() } }
+        for byHand in [true, false] {
+            let application = Application(router: try OrderFlowHTTPServer.router(
+                engine: harness.fixture.engine, runsWorker: false, logger: Logger(label: "test"), advancesByHand: byHand))
+            try await application.test(.router) { client in
+                let id = byHand ? "a-1" : "a-2"
+                let body = #"{"id": "\#(id)", "workflow": "food-order", "attributes": {"merchantName": "Luigi's", "orderNumber": "1", "itemCount": 1}}"#
+                var json = harness.headers()
+                json[.accept] = "application/json"
+                #expect(try await call(client, .post, "/v1/orders", headers: json, body: body).status == .created)
+                expectProblem(try await call(client, .post, "/v1/orders/\(id)/advance", headers: json, body: #"{"to": "delivered"}"#),
+                              .unprocessableContent, code: "invalidTransition")
+                expectProblem(try await call(client, .get, "/v1/orders/nope", headers: json), .notFound, code: "notFound")
+                json[.accept] = "application/json;q=0.9, text/plain"
+                expectProblem(try await call(client, .get, "/v1/orders/nope", headers: json), .notFound, code: "notFound")
+                let moved = try await call(client, .post, "/v1/orders/\(id)/advance", headers: json, body: #"{"event": "accept", "input": {"eta": "+20m"}}"#)
+                #expect(moved.status == .ok && moved.headers[.contentType]?.hasPrefix("application/json") == true, "\(moved.body)")
+            }
+        }
+        #expect(ProblemsAcceptable<BasicRequestContext>.acceptsProblems("text/html, */*;q=0.1"))
+        #expect(!ProblemsAcceptable<BasicRequestContext>.acceptsProblems("application/json"))
+    }
+
     static func withoutReplayed(_ value: JSONValue) -> JSONValue {
         guard case .object(var members) = value else { return value }
         members["replayed"] = nil
