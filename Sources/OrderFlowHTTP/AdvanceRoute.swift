@@ -18,7 +18,8 @@ import WorkflowKit
 /// "Ordinary" is decided conservatively, so that the two readings can never differ: a JSON
 /// object body without escapes, members only of the contract's `Advance` with the right kinds
 /// (`to` or `event`, not both), input numbers only whole ones, plain-token id, key and
-/// preference (nothing a URI decoding would change), JSON content type and acceptable answer.
+/// preference (nothing a URI decoding would change), JSON content type and an `Accept` that
+/// takes JSON.
 /// Every other request (and every malformed one) goes to the generated handler unchanged,
 /// which also says what is wrong with it.
 struct AdvanceRoute: ServerTransport {
@@ -122,8 +123,16 @@ struct OrdinaryAdvance: Sendable {
         return lowered == "application/json" || lowered == "application/json; charset=utf-8"
     }
 
+    /// Whether one of `accept`'s media ranges (parameters aside, as the generated server reads
+    /// it) takes `application/json`: axios, for one, sends `application/json, text/plain, */*`.
     static func acceptsJSON(_ accept: String) -> Bool {
-        accept == "*/*" || accept.lowercased() == "application/json"
+        // In order, as the generated server looks: a malformed range before a match it refuses.
+        for range in ProblemsAcceptable<BasicRequestContext>.mediaRanges(of: accept) {
+            if range == "*/*" || range == "application/*" || range == "application/json" { return true }
+            let parts = range.split(separator: "/", omittingEmptySubsequences: false)
+            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else { return false }
+        }
+        return false
     }
 
     /// Whether every number in `value` is a whole one (`JSONDecoder` and the engine's parser

@@ -208,9 +208,14 @@ struct ProblemsAcceptable<Context: RequestContext>: RouterMiddleware {
 
     /// Whether one of `accept`'s media ranges (parameters and case aside) takes a problem body.
     static func acceptsProblems(_ accept: String) -> Bool {
-        accept.split(separator: ",").contains { range in
-            let type = range.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
-            return type == "*/*" || type == "application/*" || type == "application/problem+json"
+        mediaRanges(of: accept).contains { ["*/*", "application/*", "application/problem+json"].contains($0) }
+    }
+
+    /// An `Accept` header's media ranges, lowercased, without their parameters (`q` included),
+    /// as the generated server reads them.
+    static func mediaRanges(of accept: String) -> [String] {
+        accept.split(separator: ",").map { range in
+            range.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
         }
     }
 }

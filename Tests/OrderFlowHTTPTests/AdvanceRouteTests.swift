@@ -107,6 +107,8 @@ extension HTTPAPITests {
         ]))
         #expect(keyed.target == "ready" && keyed.expectedState == "in_progress" && keyed.idempotencyKey == "0b9c-42:a_b.c~d" && keyed.minimal)
         #expect(try await ordinary(#"{"to": "ready"}"#, headers: [.contentType: "Application/JSON; charset=UTF-8"]) != nil)
+        #expect(try await ordinary(#"{"to": "ready"}"#, headers: [.accept: "application/json, text/plain, */*"]) != nil)
+        #expect(try await ordinary(#"{"to": "ready"}"#, headers: [.accept: "text/html, application/*;q=0.5"]) != nil)
 
         // Each of these goes to the generated server.
         let others: [(String, HTTPFields, String)] = [
@@ -124,6 +126,7 @@ extension HTTPAPITests {
             ("", [:], "empty"),
             (#"{"to": "ready"}"#, [.contentType: "text/plain"], "another content type"),
             (#"{"to": "ready"}"#, [.accept: "text/html"], "another answer type"),
+            (#"{"to": "ready"}"#, [.accept: ";q=1, application/json"], "a malformed media range first"),
             (#"{"to": "ready"}"#, [HTTPField.Name("Idempotency-Key")!: "a%20b"], "a percent-encoded key"),
             (#"{"to": "ready"}"#, [HTTPField.Name("Idempotency-Key")!: "a b"], "a key with a space"),
             (#"{"to": "ready"}"#, [HTTPField.Name("Prefer")!: "return=minimal%2C"], "a percent-encoded preference"),
