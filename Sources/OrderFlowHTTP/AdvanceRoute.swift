@@ -152,11 +152,7 @@ extension OrderFlowAPI {
     func advance(_ request: OrdinaryAdvance) async -> Response {
         let requestID = RequestScope.current?.requestID
         do {
-            guard let scope = RequestScope.current else {
-                throw OrderFlowError(.unexpected, "the request reached a handler without its merchant; this is a bug in the server")
-            }
-            if scope.grantedOrder != nil { throw AccessDenied(detail: AccessDenied.appOnly) }
-            let engine = try engine.forMerchant(scope.merchantID)
+            let engine = try scopedEngine(access: .merchant)
             let result = try await engine.advance(
                 request.orderID, to: request.target, input: request.input, idempotencyKey: request.idempotencyKey,
                 expectedState: request.expectedState, actor: Self.actor)
@@ -219,9 +215,10 @@ extension OrderFlowAPI {
     /// A header value as the generated server writes a string (percent-encoded beyond the
     /// unreserved characters; a state name seldom has any).
     static func uriEncoded(_ text: String) -> String {
-        if OrdinaryAdvance.isToken(text), !text.contains(":") { return text }
-        return text.addingPercentEncoding(withAllowedCharacters: .init(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")) ?? text
+        text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? text
     }
+
+    private static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 }
 
 extension HTTPField.Name {

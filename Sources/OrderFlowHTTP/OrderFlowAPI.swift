@@ -268,20 +268,7 @@ struct OrderFlowAPI: APIProtocol {
     ) async -> Output {
         let requestID = RequestScope.current?.requestID
         do {
-            guard let scope = RequestScope.current else {
-                throw OrderFlowError(.unexpected, "the request reached a handler without its merchant; this is a bug in the server")
-            }
-            if let granted = scope.grantedOrder {
-                switch access {
-                case .merchant:
-                    throw AccessDenied(detail: AccessDenied.appOnly)
-                case .order(let orderID) where orderID != granted:
-                    throw AccessDenied(detail: "this client secret belongs to another order; use the secret returned when this order was created")
-                case .order, .anyOrder:
-                    break
-                }
-            }
-            return try await body(try engine.forMerchant(scope.merchantID))
+            return try await body(try scopedEngine(access: access))
         } catch {
             let (status, details) = ProblemResponse.problem(for: error, requestID: requestID)
             let headers = Components.Responses.Problem.Headers(
@@ -291,6 +278,24 @@ struct OrderFlowAPI: APIProtocol {
                 requestId: details.requestID, currentState: details.currentState, candidates: details.candidates,
                 diagnostics: details.diagnostics?.map { .init(line: $0.line, column: $0.column, message: $0.message) }))))
         }
+    }
+
+    /// The engine of the request's merchant, once the request's credential may make the call.
+    func scopedEngine(access: Access) throws -> OrderFlowEngine {
+        guard let scope = RequestScope.current else {
+            throw OrderFlowError(.unexpected, "the request reached a handler without its merchant; this is a bug in the server")
+        }
+        if let granted = scope.grantedOrder {
+            switch access {
+            case .merchant:
+                throw AccessDenied(detail: AccessDenied.appOnly)
+            case .order(let orderID) where orderID != granted:
+                throw AccessDenied(detail: "this client secret belongs to another order; use the secret returned when this order was created")
+            case .order, .anyOrder:
+                break
+            }
+        }
+        return try engine.forMerchant(scope.merchantID)
     }
 
     /// Request bodies are read up to this size.
