@@ -1,7 +1,8 @@
 import Synchronization
 
-/// Open-loop driving: call `j` (0..<count) is started when it is due, at `start + j / rate`,
-/// whether or not earlier calls have finished; returns when every call has finished.
+/// Open-loop driving: call `j` (0..<count) is due at `start + j / rate` and started then (to the
+/// millisecond: calls due within the same millisecond start together), whether or not earlier
+/// calls have finished; returns when every call has finished.
 ///
 /// Each call runs in an unstructured task, not as a child of a task group. The Swift runtime
 /// keeps a group's children in a list that it walks to unlink each child that finishes
@@ -16,13 +17,27 @@ func runOpenLoop(
     let clock = ContinuousClock()
     let start = clock.now
     let finished = CountdownLatch(count)
-    for index in 0..<count {
-        let due = start + .nanoseconds(Int64(index) * 1_000_000_000 / Int64(rate))
-        if due > clock.now { try? await clock.sleep(until: due) }
-        Task {
-            await call(index, due)
-            finished.countDown()
+    func due(_ index: Int) -> ContinuousClock.Instant { start + .nanoseconds(Int64(index) * 1_000_000_000 / Int64(rate)) }
+    var index = 0
+    var wake = start
+    while index < count {
+        // Every call due by now starts now, each still timed from its own due instant.
+        let now = clock.now
+        while index < count, due(index) <= now {
+            let (this, instant) = (index, due(index))
+            Task {
+                await call(this, instant)
+                finished.countDown()
+            }
+            index += 1
         }
+        guard index < count else { break }
+        // Wake-ups at least a millisecond apart on the schedule (not after the last, late, wake):
+        // a timer for each call (one every 140 µs at 7,000 calls/s) cost this process 35–55 µs of
+        // CPU per committed call, CPU the engine under test shares. At 1,000 calls/s or fewer
+        // every call still has its own wake-up.
+        wake = max(due(index), wake + .milliseconds(1))
+        try? await clock.sleep(until: wake)
     }
     await finished.wait()
 }
