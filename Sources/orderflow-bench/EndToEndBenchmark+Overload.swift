@@ -5,10 +5,9 @@ import Synchronization
 
 /// `e2e --overload`: how the system behaves when asked for more than it can do.
 ///
-/// 1×: `--connections` tasks advance back to back for `--seconds` (closed loop): the capacity,
-/// with the worker delivering. Then open loop at 2 and at 4 times that rate for `--seconds`
-/// each: advances due at a fixed rate whether or not earlier ones finished; then 1× again. C,
-/// the reference of the table, is the mean of the two closed-loop rates. Each
+/// 1×: `--connections` tasks advance back to back for `--seconds` (closed loop): the capacity C,
+/// with the worker delivering in the same process. Then open loop at 2 C and at 4 C for
+/// `--seconds` each: advances due at a fixed rate whether or not earlier ones finished. Each
 /// phase reports what committed, what was refused as busy and how fast, other failures, the
 /// outbox's growth (sampled every 0.5 s) and how long it took to drain after the phase.
 ///
@@ -49,30 +48,19 @@ extension EndToEndBenchmark {
             await closedLoop(engine: engine, supply: supply, tally: tally)
         }
         phases.append(capacity)
-        let firstCapacity = capacity.committedPerSecond
-        print(String(format: "capacity C = %.0f advances/s", firstCapacity))
+        let capacityRate = capacity.committedPerSecond
+        print(String(format: "capacity C = %.0f advances/s", capacityRate))
         for multiple in [2, 4] {
-            let rate = max(1, Int((firstCapacity * Double(multiple)).rounded()))
+            let rate = max(1, Int((capacityRate * Double(multiple)).rounded()))
             print("\(multiple)×: open loop at \(rate)/s for \(seconds) s…")
             phases.append(try await runPhase(label: "\(multiple)× (\(rate)/s offered)", engine: engine, bench: bench) { tally in
                 await openLoop(engine: engine, supply: supply, tally: tally, rate: rate)
             })
         }
-        // The capacity once more, after the overload: this machine's speed drifts by ±10 % within
-        // minutes, so one measurement before can make 4× look better or worse than it is. Both
-        // are printed; the table's "vs C" is against their mean.
-        print("1× again: \(connections) tasks back to back for \(seconds) s…")
-        let capacityAfter = try await runPhase(label: "1× again (closed loop)", engine: engine, bench: bench) { tally in
-            await closedLoop(engine: engine, supply: supply, tally: tally)
-        }
-        phases.append(capacityAfter)
-        let capacityRate = (firstCapacity + capacityAfter.committedPerSecond) / 2
 
         print("")
         print("e2e --overload: \(seconds) s a phase, engine pool \(connections) connections (callers wait at most \(acquireTimeout) s), "
               + (worker == nil ? "worker in process (pool of 6)" : "worker in its own process (orderflow worker run)") + ", local APNs")
-        print(String(format: "C = %.0f advances/s: the mean of 1× before the overload (%.0f /s) and after it (%.0f /s)",
-                     capacityRate, firstCapacity, capacityAfter.committedPerSecond))
         print("phase (driven s)          committed   /s      vs C   refused busy (p50 / p99 to refusal)                 other failures   advance p50 / p99    outbox max   drain")
         for phase in phases {
             print(phase.line(capacity: capacityRate))

@@ -26,10 +26,9 @@ struct EndToEndBenchmark: AsyncParsableCommand {
             transaction), from its commit (pg_xact_commit_timestamp, when the server runs with \
             track_commit_timestamp = on) and from the moment advance returned.
 
-            With --overload: the capacity at 1× (--connections tasks back to back), then open \
-            loop at 2 and 4 times it, then 1× again, --seconds each; C is the mean of the two 1× \
-            rates. Each phase: committed, refused as busy (and how fast), the outbox's growth and \
-            its drain time.
+            With --overload: the capacity C at 1× (--connections tasks back to back), then open \
+            loop at 2 C and 4 C, --seconds each: committed, refused as busy (and how fast), the \
+            outbox's growth and its drain time after each phase.
 
             Example: swift run -c release orderflow-bench e2e --rate 1000 --seconds 20
             Example: swift run -c release orderflow-bench e2e --overload --seconds 10
@@ -41,7 +40,7 @@ struct EndToEndBenchmark: AsyncParsableCommand {
     @Option(help: "Connections of the engine's pool (the worker has its own pool of 6).") var connections = 8
     @Option(help: "PostgreSQL server URL (default: ORDERFLOW_DATABASE_URL, else a private cluster in .orderflow/).")
     var database: String?
-    @Flag(help: "Measure overload instead: capacity at 1×, then 2× and 4× of it, then 1× again (--rate and --spacing are not used).")
+    @Flag(help: "Measure overload instead: capacity at 1×, then 2× and 4× of it (--rate and --spacing are not used).")
     var overload = false
     @Option(help: "Orders prepared for --overload (each takes four advances).") var overloadOrders = 16_000
     @Option(help: "Seconds a caller may wait for a pooled connection (the engine's acquireTimeout).") var acquireTimeout = 10.0
