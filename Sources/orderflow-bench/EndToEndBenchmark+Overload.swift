@@ -5,6 +5,7 @@ import Synchronization
 
 /// `e2e --overload`: how the system behaves when asked for more than it can do.
 ///
+/// After a warm-up of 4 s that is not counted (see `OrderSupply`),
 /// 1×: `--connections` tasks advance back to back for `--seconds` (closed loop): the capacity C,
 /// with the worker delivering in the same process. Then open loop at 2 C and at 4 C for
 /// `--seconds` each: advances due at a fixed rate whether or not earlier ones finished. Each
@@ -12,10 +13,11 @@ import Synchronization
 /// outbox's growth (sampled every 0.5 s) and how long it took to drain after the phase.
 ///
 /// Orders come from a shared supply: an advance takes an order not in flight, and gives it
-/// back with its next step (or the same step, when refused); an order that reached its last
-/// step leaves the supply. So a refusal never leaves an order out of step, and no two advances
-/// of one order race. Steps of one order may come closer than 1 s, so the worker merges some
-/// pushes: this mode measures committing and draining, not per-push latency.
+/// back with its next step (or the same step, when refused), ready a second later; an order
+/// that reached its last step leaves the supply. So a refusal never leaves an order out of
+/// step, no two advances of one order race, and every phase advances the steps in equal parts.
+/// Steps of one order come about a second apart, so the worker may merge some pushes: this
+/// mode measures committing and draining, not per-push latency.
 extension EndToEndBenchmark {
     func measureOverload(engine: OrderFlowEngine, apns: BenchAPNS, bench: BenchDatabase, worker: SeparateWorker?) async throws {
         let orderCount = overloadOrders
@@ -42,10 +44,18 @@ extension EndToEndBenchmark {
         apns.server.reset()
 
         let supply = OrderSupply(count: orderCount, steps: Self.steps.count)
+        // Until the orders' later steps come round (a second after their earlier ones), the
+        // supply has only first steps: this warm-up, not counted, brings every step in.
+        let warmUp = 4
+        print("warm-up: \(connections) tasks back to back for \(warmUp) s (not counted)…")
+        let warm = try await runPhase(label: "warm-up", engine: engine, bench: bench) { tally in
+            await closedLoop(engine: engine, supply: supply, tally: tally, seconds: warmUp)
+        }
+        print(String(format: "warm-up: %.0f advances/s, steps %@", warm.committedPerSecond, warm.stepMix))
         var phases: [OverloadPhase] = []
         print("1×: \(connections) tasks back to back for \(seconds) s…")
         let capacity = try await runPhase(label: "1× (closed loop)", engine: engine, bench: bench) { tally in
-            await closedLoop(engine: engine, supply: supply, tally: tally)
+            await closedLoop(engine: engine, supply: supply, tally: tally, seconds: seconds)
         }
         phases.append(capacity)
         let capacityRate = capacity.committedPerSecond
@@ -72,6 +82,7 @@ extension EndToEndBenchmark {
             print("  \(phase.label): \(phase.starved) due advances found no order free (raise --overload-orders)")
         }
         for phase in phases {
+            print("  \(phase.label) steps committed (\(Self.steps.map(\.0).joined(separator: "/"))): \(phase.stepMix)")
             print("  \(phase.label) outbox every 0.5 s: \(phase.depths.map { String($0) }.joined(separator: " "))")
             print("  \(phase.label) engine pool every 0.5 s (idle connections/waiting callers/committed in the half second): "
                   + phase.pool.map { "\($0.idle)/\($0.waiting)/\($0.committed)" }.joined(separator: " "))
@@ -118,7 +129,7 @@ extension EndToEndBenchmark {
         return samples
     }
 
-    private func closedLoop(engine: OrderFlowEngine, supply: OrderSupply, tally: OverloadTally) async {
+    private func closedLoop(engine: OrderFlowEngine, supply: OrderSupply, tally: OverloadTally, seconds: Int) async {
         let end = ContinuousClock.now + .seconds(seconds)
         await withDiscardingTaskGroup { group in
             for _ in 0..<connections {
@@ -147,7 +158,7 @@ extension EndToEndBenchmark {
         let asked = ContinuousClock.now
         do {
             _ = try await engine.advance("ov-\(order)", to: target, input: input)
-            tally.commit(after: ContinuousClock.now - asked)
+            tally.commit(step: step, after: ContinuousClock.now - asked)
             supply.give(order, step: step + 1)
         } catch let error as OrderFlowError where error.isBusy {
             tally.refuse(after: ContinuousClock.now - asked, error)
@@ -198,33 +209,60 @@ extension EndToEndBenchmark {
     }
 }
 
-/// Orders not in flight, each with its next step; first in, first out.
+/// Orders not in flight, one first-in-first-out queue per step, taken in turn: step 0, 1, 2, 3,
+/// 0, … (a step whose queue has no order ready is passed over). An order given back (its next
+/// step, or the same after a refusal) is ready again a second later, as a real order's next
+/// step comes seconds later. So after a few seconds every phase advances the four steps in
+/// equal parts: with one queue, the first phase advanced the orders' first steps and the later
+/// ones their later steps, which cost differently, and the phases could not be compared.
 final class OrderSupply: Sendable {
-    private let state: Mutex<(free: [(order: Int, step: Int)], head: Int)>
+    private struct Queue {
+        var items: [(order: Int, ready: ContinuousClock.Instant)] = []
+        var head = 0
+
+        mutating func pop(readyBy now: ContinuousClock.Instant) -> Int? {
+            guard head < items.count, items[head].ready <= now else { return nil }
+            defer {
+                head += 1
+                if head > 4096 {
+                    items.removeFirst(head)
+                    head = 0
+                }
+            }
+            return items[head].order
+        }
+    }
+
+    private let state: Mutex<(queues: [Queue], next: Int)>
     private let steps: Int
+    private let spacing: Duration = .seconds(1)
 
     init(count: Int, steps: Int) {
         self.steps = steps
-        state = Mutex(((0..<count).map { ($0, 0) }, 0))
+        var queues = Array(repeating: Queue(), count: steps)
+        let now = ContinuousClock.now
+        queues[0].items = (0..<count).map { ($0, now) }
+        state = Mutex((queues, 0))
     }
 
     func take() -> (Int, Int)? {
-        state.withLock { state in
-            guard state.head < state.free.count else { return nil }
-            defer { state.head += 1 }
-            return state.free[state.head]
+        let now = ContinuousClock.now
+        return state.withLock { state in
+            for offset in 0..<steps {
+                let step = (state.next + offset) % steps
+                if let order = state.queues[step].pop(readyBy: now) {
+                    state.next = (step + 1) % steps
+                    return (order, step)
+                }
+            }
+            return nil
         }
     }
 
     func give(_ order: Int, step: Int) {
         guard step < steps else { return }
-        state.withLock { state in
-            if state.head > 4096 {
-                state.free.removeFirst(state.head)
-                state.head = 0
-            }
-            state.free.append((order, step))
-        }
+        let ready = ContinuousClock.now + spacing
+        state.withLock { $0.queues[step].items.append((order, ready)) }
     }
 }
 
@@ -232,6 +270,7 @@ final class OrderSupply: Sendable {
 final class OverloadTally: Sendable {
     private struct State {
         var committed: [Double] = []
+        var committedSteps: [Int] = []
         var refused: [Double] = []
         /// Refusals that were the pool's timeout (admitted, then not served in time).
         var deadlines = 0
@@ -242,7 +281,13 @@ final class OverloadTally: Sendable {
 
     private let state = Mutex(State())
 
-    func commit(after duration: Duration) { state.withLock { $0.committed.append(duration.asSeconds) } }
+    func commit(step: Int, after duration: Duration) {
+        state.withLock { state in
+            state.committed.append(duration.asSeconds)
+            while state.committedSteps.count <= step { state.committedSteps.append(0) }
+            state.committedSteps[step] += 1
+        }
+    }
     func refuse(after duration: Duration, _ error: OrderFlowError) {
         state.withLock { state in
             state.refused.append(duration.asSeconds)
@@ -261,7 +306,8 @@ final class OverloadTally: Sendable {
             OverloadPhase(
                 label: label, seconds: seconds, committed: state.committed, refused: state.refused, deadlines: state.deadlines,
                 firstBusy: state.firstBusy,
-                otherFailures: state.otherFailures, starved: state.starved, drain: drain, depths: depths)
+                otherFailures: state.otherFailures, starved: state.starved, drain: drain, depths: depths,
+                committedSteps: state.committedSteps)
         }
     }
 }
@@ -284,6 +330,14 @@ struct OverloadPhase: Sendable {
     var starved: Int
     var drain: Double
     var depths: [Int]
+    /// Advances committed at each step of the workflow.
+    var committedSteps: [Int]
+
+    /// The share of each step in what committed, "25/25/25/25 %".
+    var stepMix: String {
+        let total = max(1, committedSteps.reduce(0, +))
+        return committedSteps.map { String(Int((100 * Double($0) / Double(total)).rounded())) }.joined(separator: "/") + " %"
+    }
 
     var committedPerSecond: Double { Double(committed.count) / seconds }
     /// Busy answers that came after a wait (the acquire timeout), not at once: callers the

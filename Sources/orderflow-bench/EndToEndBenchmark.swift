@@ -42,7 +42,7 @@ struct EndToEndBenchmark: AsyncParsableCommand {
     var database: String?
     @Flag(help: "Measure overload instead: capacity at 1×, then 2× and 4× of it (--rate and --spacing are not used).")
     var overload = false
-    @Option(help: "Orders prepared for --overload (each takes four advances).") var overloadOrders = 16_000
+    @Option(help: "Orders prepared for --overload (each takes four advances).") var overloadOrders = 40_000
     @Option(help: "Seconds a caller may wait for a pooled connection (the engine's acquireTimeout).") var acquireTimeout = 10.0
     @Flag(help: "Run the worker in its own process as operators do (`orderflow worker run`, woken through LISTEN/NOTIFY), not in this one.")
     var separateWorker = false
