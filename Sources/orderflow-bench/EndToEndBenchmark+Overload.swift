@@ -15,7 +15,7 @@ import Synchronization
 /// Orders come from a shared supply: an advance takes an order not in flight, and gives it
 /// back with its next step (or the same step, when refused), ready a second later; an order
 /// that reached its last step leaves the supply. So a refusal never leaves an order out of
-/// step, no two advances of one order race, and every phase advances the steps in equal parts.
+/// step, and no two advances of one order race; each phase prints the mix of steps it committed.
 /// Steps of one order come about a second apart, so the worker may merge some pushes: this
 /// mode measures committing and draining, not per-push latency.
 extension EndToEndBenchmark {
@@ -212,9 +212,10 @@ extension EndToEndBenchmark {
 /// Orders not in flight, one first-in-first-out queue per step, taken in turn: step 0, 1, 2, 3,
 /// 0, … (a step whose queue has no order ready is passed over). An order given back (its next
 /// step, or the same after a refusal) is ready again a second later, as a real order's next
-/// step comes seconds later. So after a few seconds every phase advances the four steps in
-/// equal parts: with one queue, the first phase advanced the orders' first steps and the later
-/// ones their later steps, which cost differently, and the phases could not be compared.
+/// step comes seconds later. So after a few seconds a closed loop advances the four steps in
+/// equal parts (with one queue, 1× advanced only first steps and 4× mostly later ones: not the
+/// same work). Under overload the mix still leans to first steps: the waiting callers hold
+/// orders, so later steps come round more slowly than calls are offered.
 final class OrderSupply: Sendable {
     private struct Queue {
         var items: [(order: Int, ready: ContinuousClock.Instant)] = []
