@@ -127,7 +127,7 @@ struct OrdinaryAdvance: Sendable {
     /// it) takes `application/json`: axios, for one, sends `application/json, text/plain, */*`.
     static func acceptsJSON(_ accept: String) -> Bool {
         // In order, as the generated server looks: a malformed range before a match it refuses.
-        for range in ProblemsAcceptable<BasicRequestContext>.mediaRanges(of: accept) {
+        for range in AcceptHeader.mediaRanges(of: accept) {
             if range == "*/*" || range == "application/*" || range == "application/json" { return true }
             let parts = range.split(separator: "/", omittingEmptySubsequences: false)
             guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else { return false }

@@ -208,11 +208,14 @@ struct ProblemsAcceptable<Context: RequestContext>: RouterMiddleware {
 
     /// Whether one of `accept`'s media ranges (parameters and case aside) takes a problem body.
     static func acceptsProblems(_ accept: String) -> Bool {
-        mediaRanges(of: accept).contains { ["*/*", "application/*", "application/problem+json"].contains($0) }
+        AcceptHeader.mediaRanges(of: accept).contains { ["*/*", "application/*", "application/problem+json"].contains($0) }
     }
+}
 
-    /// An `Accept` header's media ranges, lowercased, without their parameters (`q` included),
-    /// as the generated server reads them.
+/// Reading an `Accept` header as the generated server reads it (shared by `ProblemsAcceptable`
+/// and the advance route's check of an ordinary request).
+enum AcceptHeader {
+    /// The media ranges, lowercased, without their parameters (`q` included), in order.
     static func mediaRanges(of accept: String) -> [String] {
         accept.split(separator: ",").map { range in
             range.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
