@@ -170,7 +170,7 @@ let package = Package(
         ),
         .target(
             name: "ConsoleOutput",
-            dependencies: ["APNS"]
+            dependencies: ["APNS", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "OrderFlowDemo",
@@ -237,7 +237,10 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
-        .testTarget(name: "TextOutputTests", dependencies: ["ConsoleOutput", "OrderFlowDemo", "OrderFlowTesting", "OrderFlow", "LocalAPNS", "APNSCore"]),
+        .testTarget(name: "TextOutputTests", dependencies: [
+            "ConsoleOutput", "OrderFlowDemo", "OrderFlowTesting", "OrderFlow", "LocalAPNS", "APNSCore",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(
             name: "OrderFlowHTTPTests",
             dependencies: [

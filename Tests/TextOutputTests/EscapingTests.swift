@@ -1,4 +1,6 @@
 import ConsoleOutput
+import Foundation
+import Logging
 import Testing
 
 /// `Formatting.escaped`: what a terminal would act on becomes `\u{…}` text, nothing else changes.
@@ -58,5 +60,36 @@ struct EscapingTests {
         #expect(Formatting.commandWord("#1042") == "'#1042'")
         #expect(Formatting.commandWord("a b'c") == #"'a b'\''c'"#)
         #expect(Formatting.commandWord("a\u{1B}b") == "'a\\u{1B}b'")
+    }
+}
+
+/// The process's log lines: every message and metadata value escaped when the line is written,
+/// whether the value was set on the logger beforehand or given with the line.
+@Suite("Escaping log lines")
+struct EscapingLogHandlerTests {
+    /// Collects what the handler writes.
+    final class Lines: TextOutputStream, @unchecked Sendable {
+        private let lock = NSLock()
+        private var text = ""
+        func write(_ string: String) { lock.withLock { text += string } }
+        var written: String { lock.withLock { text } }
+    }
+
+    @Test("hostile text set on the logger, given with the line or in the message reaches the stream escaped")
+    func escapedWhenWritten() {
+        let lines = Lines()
+        var logger = Logger(label: "test") { label in EscapingLogHandler(label: label, level: .info, stream: lines) }
+        logger[metadataKey: "apns.channel"] = "ab\u{202E}cd"
+        logger[metadataKey: "shared"] = "from the logger"
+        logger.info("moved \u{1B}[31m", metadata: ["order": "x\u{7}y", "shared": "from the line", "list": ["p\u{2028}q"]])
+        logger.debug("below the level")
+        let written = lines.written
+        #expect(written.contains("apns.channel=ab\\u{202E}cd") && written.contains("order=x\\u{7}y"), "\(written)")
+        #expect(written.contains("moved \\u{1B}[31m") && written.contains("list=[") && written.contains("u{2028}q"), "\(written)")
+        #expect(written.contains("shared=from the line") && !written.contains("from the logger"), "the line's value wins: \(written)")
+        #expect(!written.contains("below the level"))
+        #expect(!written.unicodeScalars.contains { ($0.value < 0x20 && $0 != "\n") || $0.properties.isBidiControl || $0.value == 0x2028 },
+                "\(written.debugDescription)")
+        #expect(logger[metadataKey: "apns.channel"] == "ab\u{202E}cd", "kept as set; escaped only in lines")
     }
 }
