@@ -63,6 +63,16 @@ struct HTTPAPITests {
         }
     }
 
+    @Test("the bearer credential: the scheme in any case, spaces and tabs around it dropped, nothing else taken")
+    func bearerCredential() {
+        let read = MerchantAuthentication<BasicRequestContext>.bearerCredential
+        #expect(read("Bearer of_live_abc") == "of_live_abc")
+        #expect(read("bEaReR \t of_live_abc \t") == "of_live_abc")
+        #expect(read("Bearer  ") == nil && read("Bearer") == nil && read("Basic b2Y6eA==") == nil)
+        #expect(read("Bearer\u{0}of_live_abc") == nil && read("Bearer\tof_live_abc") == nil && read("Bearerx of_live_abc") == nil)
+        #expect(read("Bearer a b") == "a b", "inner spaces stay: such a key is not known and is refused as one")
+    }
+
     @Test("without a valid API key every route but health and the contract is 401")
     func authentication() async throws {
         let harness = try await Harness.make()
@@ -70,7 +80,17 @@ struct HTTPAPITests {
         try await harness.application.test(.router) { client in
             let none = try await call(client, .get, "/v1/orders", headers: [:])
             expectProblem(none, .unauthorized, code: "unauthorized", containing: "Authorization: Bearer")
-            #expect(none.headers[.wwwAuthenticate] != nil && none.headers[HTTPField.Name("X-Request-ID")!] != nil)
+            #expect(none.headers[.wwwAuthenticate] != nil)
+            // Each request gets a fresh random (version 4) UUID as its id.
+            var ids = [none.headers[HTTPField.Name("X-Request-ID")!]]
+            for _ in 0..<3 {
+                ids.append(try await call(client, .get, "/v1/orders", headers: [:]).headers[HTTPField.Name("X-Request-ID")!])
+            }
+            #expect(Set(ids).count == 4 && ids.allSatisfy { id in
+                guard let id, let uuid = UUID(uuidString: id), id == uuid.uuidString.lowercased() else { return false }
+                return id.utf8[id.utf8.index(id.utf8.startIndex, offsetBy: 14)] == UInt8(ascii: "4")
+                    && "89ab".utf8.contains(id.utf8[id.utf8.index(id.utf8.startIndex, offsetBy: 19)])
+            }, "\(ids)")
             let wrong = try await call(client, .get, "/v1/orders", headers: harness.headers(key: "of_live_nope_0000"))
             expectProblem(wrong, .unauthorized, code: "unauthorized", containing: "not known or was revoked")
             #expect(!wrong.body.contains("of_live_nope_0000"), "a presented key is never echoed")
