@@ -87,8 +87,9 @@ public actor WorkflowCatalog {
         return applied
     }
 
-    /// A pinned version (from cache after the first load).
-    public func workflow(named name: String, version: Int) async throws -> Workflow {
+    /// A pinned version (from cache after the first load, without a hop to the actor: the
+    /// HTTP API asks for it on every advance it answers).
+    public nonisolated func workflow(named name: String, version: Int) async throws -> Workflow {
         if let cached = cachedWorkflow(named: name, version: version) { return cached }
         return try await stored(named: name, version: version).workflow
     }
