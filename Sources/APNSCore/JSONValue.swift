@@ -291,11 +291,12 @@ extension JSONValue: CustomStringConvertible {
             bytes.append(UInt8(ascii: "]"))
         case .object(let object):
             bytes.append(UInt8(ascii: "{"))
-            for (index, key) in object.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }).enumerated() {
+            // The members sorted with their values: no second hash lookup per key.
+            for (index, member) in object.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }).enumerated() {
                 if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                JSONValue.writeString(key, into: &bytes)
+                JSONValue.writeString(member.key, into: &bytes)
                 bytes.append(UInt8(ascii: ":"))
-                object[key]!.write(into: &bytes)
+                member.value.write(into: &bytes)
             }
             bytes.append(UInt8(ascii: "}"))
         }
