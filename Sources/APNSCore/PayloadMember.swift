@@ -52,11 +52,15 @@ enum PayloadMember: Sendable {
         }
     }
 
-    /// The part as a ``JSONValue`` (an encoded object is parsed back; a bound reads as `null`).
+    /// The part as a ``JSONValue`` (an object encoded by its caller is parsed back; a bound
+    /// reads as `null`).
     var value: JSONValue {
         switch self {
         case .value(let value): return value
         case .encoded(let object):
+            // Held as values (a rendered ContentState): those, not their text read back — the
+            // HTTP API shows every advance's `aps` this way.
+            if case .value(let members) = object.storage { return .object(members) }
             var bytes: [UInt8] = []
             object.write(into: &bytes)
             return (try? JSONValue(parsing: bytes)) ?? .null
