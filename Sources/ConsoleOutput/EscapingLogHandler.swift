@@ -8,15 +8,21 @@ public struct EscapingLogHandler: LogHandler {
     private var base: StreamLogHandler
 
     public init(label: String, level: Logger.Level) {
-        base = StreamLogHandler.standardError(label: label)
+        // The provider's values are merged (and escaped) here, with the rest.
+        base = StreamLogHandler.standardError(label: label, metadataProvider: nil)
         base.logLevel = level
+        metadataProvider = LoggingSystem.metadataProvider
     }
 
     /// Lines to `stream` instead (for tests).
-    public init(label: String, level: Logger.Level, stream: any TextOutputStream & Sendable) {
+    public init(label: String, level: Logger.Level, stream: any TextOutputStream & Sendable,
+                metadataProvider: Logger.MetadataProvider? = nil) {
         base = StreamLogHandler(label: label, stream: stream, metadataProvider: nil)
         base.logLevel = level
+        self.metadataProvider = metadataProvider
     }
+
+    public var metadataProvider: Logger.MetadataProvider?
 
     public var logLevel: Logger.Level {
         get { base.logLevel }
@@ -34,10 +40,19 @@ public struct EscapingLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
+    /// Merged as swift-log's stream handler merges them — the logger's, then the provider's,
+    /// then the line's own, then the error's — and every value escaped.
     public func log(event: LogEvent) {
         var event = event
         event.message = "\(Formatting.escaped(event.message.description))"
-        let merged = event.metadata.map { metadata.merging($0) { _, line in line } } ?? metadata
+        var merged = metadata
+        if let provided = metadataProvider?.get(), !provided.isEmpty { merged.merge(provided) { _, provided in provided } }
+        if let own = event.metadata { merged.merge(own) { _, line in line } }
+        if let error = event.error {
+            merged["error.message"] = "\(error)"
+            merged["error.type"] = "\(String(reflecting: type(of: error)))"
+            event.error = nil
+        }
         event.metadata = merged.isEmpty ? nil : merged.mapValues(Self.escaped)
         base.log(event: event)
     }

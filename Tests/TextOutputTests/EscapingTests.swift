@@ -92,4 +92,24 @@ struct EscapingLogHandlerTests {
                 "\(written.debugDescription)")
         #expect(logger[metadataKey: "apns.channel"] == "ab\u{202E}cd", "kept as set; escaped only in lines")
     }
+
+    struct Refusal: Error, CustomStringConvertible {
+        var description: String { "refused \u{1B}]0;title\u{7}" }
+    }
+
+    @Test("the provider's values rank between the logger's and the line's; they and an error's text are escaped too")
+    func providerAndError() {
+        let lines = Lines()
+        let provider = Logger.MetadataProvider { ["provided": "p\u{202E}q", "shared": "from the provider", "mine": "from the provider"] }
+        var logger = Logger(label: "test") { label in
+            EscapingLogHandler(label: label, level: .info, stream: lines, metadataProvider: provider)
+        }
+        logger[metadataKey: "shared"] = "from the logger"
+        logger.log(level: .warning, "failed", error: Refusal(), metadata: ["mine": "from the line"])
+        let written = lines.written
+        #expect(written.contains("provided=p\\u{202E}q") && written.contains("shared=from the provider")
+                && written.contains("mine=from the line"), "\(written)")
+        #expect(written.contains("error.message=refused \\u{1B}]0;title\\u{7}"), "\(written)")
+        #expect(!written.unicodeScalars.contains { ($0.value < 0x20 && $0 != "\n") || $0.properties.isBidiControl }, "\(written.debugDescription)")
+    }
 }
