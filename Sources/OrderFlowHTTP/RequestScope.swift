@@ -116,7 +116,7 @@ struct MerchantAuthentication<Context: RequestContext>: RouterMiddleware {
     /// The credential of an `Authorization: Bearer <credential>` value (the scheme in any case,
     /// spaces and tabs around the credential dropped, as HTTP's optional whitespace); nil for
     /// another scheme or an empty credential. On the bytes: Foundation's lowercasing and
-    /// trimming were 2 % of the server's CPU per request.
+    /// trimming were 1.4 % of the server's CPU per advance (4 % of a refused request's).
     static func bearerCredential(_ header: String) -> String? {
         let bytes = header.utf8
         let scheme = "bearer ".utf8
