@@ -33,9 +33,9 @@ public final class PostgresPool: Service, Sendable {
         /// At most this many groups of `queryCommittingTogether` statements in flight at once
         /// (each on one connection, run by one server process). Statements that come while
         /// that many are in flight wait and go out together in the next group: one round
-        /// trip and one commit for all of them. Default 2; 0 or less turns grouping off
+        /// trip and one commit for all of them. Default 1; 0 or less turns grouping off
         /// (every statement then runs alone, as `query` runs it).
-        public var commitGroups: Int = 2
+        public var commitGroups: Int = 1
 
         public init(connection: PostgresConfiguration, maximumConnections: Int = 8, acquireTimeout: Duration = .seconds(10)) {
             self.connection = connection
