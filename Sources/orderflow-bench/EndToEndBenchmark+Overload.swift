@@ -7,8 +7,9 @@ import Synchronization
 ///
 /// After a warm-up of 4 s that is not counted (see `OrderSupply`),
 /// 1×: `--connections` tasks advance back to back for `--seconds` (closed loop): the capacity C,
-/// with the worker delivering in the same process. Then open loop at 2 C and at 4 C for
-/// `--seconds` each: advances due at a fixed rate whether or not earlier ones finished. Each
+/// with the worker delivering (in this process, or in its own with `--separate-worker`). Then
+/// open loop at 2 C and at 4 C for `--seconds` each: advances due at a fixed rate whether or not
+/// earlier ones finished. Each
 /// phase reports what committed, what was refused as busy and how fast, other failures, the
 /// outbox's growth (sampled every 0.5 s) and how long it took to drain after the phase.
 ///
