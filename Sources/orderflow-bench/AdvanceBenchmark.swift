@@ -113,8 +113,7 @@ struct AdvanceBenchmark: AsyncParsableCommand {
                 // created) does not run inside one side's turn only. A line as each turn starts,
                 // for scripts that sample the process during one.
                 func startTurn() async throws {
-                    try await setup.pool.query(PostgresQuery("VACUUM ANALYZE"))
-                    try await setup.pool.query(PostgresQuery("CHECKPOINT"))
+                    try await settle(setup.pool)
                     print("round \(round + 1): \(side)…")
                 }
                 let rate: Double

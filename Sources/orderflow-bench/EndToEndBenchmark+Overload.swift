@@ -13,6 +13,11 @@ import Synchronization
 /// phase reports what committed, what was refused as busy and how fast, other failures, the
 /// outbox's growth (sampled every 0.5 s) and how long it took to drain after the phase.
 ///
+/// Each counted phase starts vacuumed, analyzed and from a checkpoint (`settle`), as the turns of
+/// `advance` and `http` do: none inherits the dead rows and dirty pages of the phase before it,
+/// or the autovacuum they set off (a run that started right after preparing its orders measured
+/// C at 1,033 advances/s with the worker falling behind, the next one 2,247).
+///
 /// Orders come from a shared supply: an advance takes an order not in flight, and gives it
 /// back with its next step (or the same step, when refused), ready a second later; an order
 /// that reached its last step leaves the supply. So a refusal never leaves an order out of
@@ -41,6 +46,7 @@ extension EndToEndBenchmark {
         }
         try await engine.pool.query(PostgresQuery("ANALYZE"))
         _ = try await drainTime(engine: engine)
+        try await settle(engine.pool)
         print(String(format: "prepared in %.1f s", (ContinuousClock.now - prepared).asSeconds))
         apns.server.reset()
 
@@ -55,6 +61,7 @@ extension EndToEndBenchmark {
         print(String(format: "warm-up: %.0f advances/s, steps %@", warm.committedPerSecond, warm.stepMix))
         var phases: [OverloadPhase] = []
         print("1×: \(connections) tasks back to back for \(seconds) s…")
+        try await settle(engine.pool)
         let capacity = try await runPhase(label: "1× (closed loop)", engine: engine, bench: bench) { tally in
             await closedLoop(engine: engine, supply: supply, tally: tally, seconds: seconds)
         }
@@ -64,6 +71,7 @@ extension EndToEndBenchmark {
         for multiple in [2, 4] {
             let rate = max(1, Int((capacityRate * Double(multiple)).rounded()))
             print("\(multiple)×: open loop at \(rate)/s for \(seconds) s…")
+            try await settle(engine.pool)
             phases.append(try await runPhase(label: "\(multiple)× (\(rate)/s offered)", engine: engine, bench: bench) { tally in
                 await openLoop(engine: engine, supply: supply, tally: tally, rate: rate)
             })

@@ -117,17 +117,13 @@ struct HTTPBenchmark: AsyncParsableCommand {
         // (as in `advance`): none inherits the dead rows, dirty pages or autovacuum of the turns
         // before it (without this the fixed-rate phase's p99 depended on how much the turns had
         // written: 28–43 ms after a faster server's turns, 3–4 ms after one round).
-        func settle() async throws {
-            try await engine.pool.query(PostgresQuery("VACUUM ANALYZE"))
-            try await engine.pool.query(PostgresQuery("CHECKPOINT"))
-        }
         for round in 0..<rounds {
             // Each side's turn moves one place later every round: none always runs first.
             let sides = [Side.library, .http, .minimal]
             for turn in 0..<sides.count {
                 let side = sides[(turn + round) % sides.count]
                 let orders = try await freshOrders(for: side)
-                try await settle()
+                try await settle(engine.pool)
                 let cpuBefore = CPUUse.now(watching: server.pid)
                 let rate = switch side {
                 case .library: try await runLibrary(engine, orders: orders, seconds: seconds)
@@ -161,7 +157,7 @@ struct HTTPBenchmark: AsyncParsableCommand {
         print(String(format: "ratio http-min/library  %.2f   (round by round %@)", minimal / library, byRound(.minimal)))
 
         let orders = try await freshOrders(for: .http)
-        try await settle()
+        try await settle(engine.pool)
         let latencies = try await runFixedRate(caller, orders: orders, rate: rate, seconds: seconds)
         func percentile(_ p: Double) -> Double { latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
         print(String(format: "at %d advances/s for %d s: %d answered, p50 %.1f ms, p99 %.1f ms, max %.1f ms   (goal p99 ≤ 10 ms)",
