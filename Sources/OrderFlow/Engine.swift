@@ -27,9 +27,11 @@ public struct OrderFlowConfiguration: Sendable {
     /// written together in the next group: one statement, one round trip and one commit for
     /// all of them (group commit; each advance still commits exactly once with its history
     /// and outbox rows, see `PostgresPool.queryCommittingTogether`). 0 writes every advance
-    /// alone. Default 1: one group at a time gathers the most advances per commit, which paid
-    /// at 8 and 64 callers and through the HTTP API alike (BENCHMARKS.md, 2026-11-27).
-    public var commitGroups: Int = 1
+    /// alone. A group beyond the first starts only once it holds as many advances as the last
+    /// group started, so groups stay large. Default 2: a second group beside the first keeps
+    /// both cores busy with 8 callers, and 64 gather into groups of ~25 (BENCHMARKS.md,
+    /// 2026-11-27).
+    public var commitGroups: Int = 2
 
     public init(database: PostgresConfiguration, merchantID: String = "default", maximumConnections: Int = 8) {
         self.database = database

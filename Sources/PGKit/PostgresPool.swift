@@ -31,11 +31,13 @@ public final class PostgresPool: Service, Sendable {
         /// How long `withConnection` waits for a free connection. Default 10 s.
         public var acquireTimeout: Duration = .seconds(10)
         /// At most this many groups of `queryCommittingTogether` statements in flight at once
-        /// (each on one connection, run by one server process). Statements that come while
-        /// that many are in flight wait and go out together in the next group: one round
-        /// trip and one commit for all of them. Default 1; 0 or less turns grouping off
-        /// (every statement then runs alone, as `query` runs it).
-        public var commitGroups: Int = 1
+        /// (each on one connection, run by one server process). Statements that come while a
+        /// group is in flight wait and go out together in a later group: one round trip and
+        /// one commit for all of them. A group beside others in flight starts only once it
+        /// holds as many statements as the last group started (at least two); the last group
+        /// in flight always takes whoever waits. Default 2; 1 runs one group at a time; 0 or
+        /// less turns grouping off (every statement then runs alone, as `query` runs it).
+        public var commitGroups: Int = 2
 
         public init(connection: PostgresConfiguration, maximumConnections: Int = 8, acquireTimeout: Duration = .seconds(10)) {
             self.connection = connection
@@ -138,11 +140,17 @@ public final class PostgresPool: Service, Sendable {
     /// Runs one statement on `connection` (which the caller holds from this pool), committed
     /// together with other callers' statements when several come at once: group commit.
     ///
-    /// While `Configuration.commitGroups` groups are in flight, a statement waits for the next
-    /// group; the caller whose statement comes first in it runs the whole group on the
-    /// connection it holds, as one pipeline and one transaction (`PostgresConnection`'s
-    /// `queryGroup`): one round trip, one commit and one wake-up of the server for all of
-    /// them, instead of one each. Otherwise the statement runs at once, alone.
+    /// With no group in flight the statement runs at once, alone. While one is in flight, a
+    /// statement waits for a later group; a new group starts beside those in flight (up to
+    /// `Configuration.commitGroups`) once the statements waiting, with the one arriving, are as
+    /// many as the last group started held (at least two), and otherwise when a group ends (the
+    /// last one in flight always takes whoever waits, so nobody waits longer than for the
+    /// groups in flight). The caller who starts a group runs the whole of it on the connection
+    /// it holds, as one pipeline and one transaction (`PostgresConnection`'s `queryGroup`): one
+    /// round trip, one commit and one wake-up of the server for all of them, instead of one
+    /// each. (A second group started as soon as one was in flight held two or three statements
+    /// with 8 callers, each group run serially by its own server process, and did no better
+    /// than one group at a time; one at a time left a core idle. BENCHMARKS.md, 2026-11-27.)
     ///
     /// Each statement commits exactly once, or fails on its own: when a group fails (one of its
     /// statements is refused, a deadlock with another group), nothing of it was committed, and
@@ -170,15 +178,25 @@ public final class PostgresPool: Service, Sendable {
         let limit = configuration.commitGroups
         guard limit > 0 else { return try await connection.query(query) }
         let turn: GroupTurn = await withUnsafeContinuation { continuation in
-            let leads = commitGroups.withLock { groups in
-                if groups.inFlight < limit {
-                    groups.inFlight += 1
-                    return true
+            let leads = commitGroups.withLock { groups -> [GroupMember]? in
+                let own = GroupMember(query: query, batch: batch, continuation: nil)
+                if groups.inFlight == 0 {
+                    groups.start(size: 1)
+                    return [own]
+                }
+                // Beside a group in flight, a new one starts only once it is as large as the last
+                // one started: the statements that wait meanwhile would otherwise go out in
+                // twos and threes, each group run serially by its own server process.
+                if groups.inFlight < limit, groups.waiting.count + 1 >= groups.besideThreshold {
+                    let count = min(groups.waiting.count, Self.largestGroup - 1)
+                    defer { groups.waiting.removeFirst(count) }
+                    groups.start(size: count + 1)
+                    return [own] + groups.waiting.prefix(count)
                 }
                 groups.waiting.append(GroupMember(query: query, batch: batch, continuation: continuation))
-                return false
+                return nil
             }
-            if leads { continuation.resume(returning: .lead([GroupMember(query: query, batch: batch, continuation: nil)])) }
+            if let leads { continuation.resume(returning: .lead(leads)) }
         }
         switch turn {
         case .done(let result):
@@ -190,12 +208,16 @@ public final class PostgresPool: Service, Sendable {
             // The next group, if statements came meanwhile: its first caller runs it.
             let next = commitGroups.withLock { groups -> [GroupMember]? in
                 groups.record(size: members.count, took: took, batch: batch)
-                guard !groups.waiting.isEmpty else {
+                // The last group in flight always takes whoever waits; beside others, only a
+                // group as large as a new one would have to be.
+                guard !groups.waiting.isEmpty, groups.inFlight == 1 || groups.waiting.count >= groups.besideThreshold else {
                     groups.inFlight -= 1
                     return nil
                 }
+                groups.inFlight -= 1
                 let count = min(groups.waiting.count, Self.largestGroup)
                 defer { groups.waiting.removeFirst(count) }
+                groups.start(size: count)
                 return Array(groups.waiting.prefix(count))
             }
             if let next { next[0].continuation?.resume(returning: .lead(next)) }
@@ -658,11 +680,23 @@ private struct WaiterQueue {
 private struct CommitGroups {
     var waiting: [GroupMember] = []
     var inFlight = 0
+    /// How many statements the group started last holds.
+    var lastStarted = 0
     var groupsRun = 0
     var statementsRun = 0
     var timeInFlight: Duration = .zero
     var batchesRun = 0
     var batchesFailed = 0
+
+    /// A group of `size` statements goes out.
+    mutating func start(size: Int) {
+        inFlight += 1
+        lastStarted = size
+    }
+
+    /// How many statements a group started beside others in flight must hold: as many as the
+    /// last group started (at least two).
+    var besideThreshold: Int { max(2, lastStarted) }
 
     mutating func record(size: Int, took: Duration, batch: BatchOutcome?) {
         groupsRun += 1

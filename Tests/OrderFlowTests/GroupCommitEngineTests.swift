@@ -10,11 +10,13 @@ import WorkflowKit
 /// a retried key answers with the first result, and a lost race is a conflict.
 @Suite("Engine: advances committed in groups")
 struct GroupCommitEngineTests {
-    @Test(arguments: [false, true])
-    func everyAdvanceCommitsOnceWithItsCommand(onPreferredExecutor: Bool) async throws {
+    /// One group in flight (everyone else waits and is grouped), and two (the default: groups
+    /// side by side, each as large as the last one started).
+    @Test(arguments: [false, true], [1, 2])
+    func everyAdvanceCommitsOnceWithItsCommand(onPreferredExecutor: Bool, groups: Int) async throws {
         let fixture = try await EngineFixture.make()
         var configuration = OrderFlowConfiguration(database: fixture.database, maximumConnections: 24)
-        configuration.commitGroups = 1  // one group in flight: everyone else waits and is grouped
+        configuration.commitGroups = groups
         let engine = OrderFlowEngine(configuration: configuration)
         let orders = (0..<12).map { "group-\($0)" }
         for id in orders { try await fixture.createFoodOrder(id) }

@@ -7,10 +7,11 @@ import Testing
 /// commit together in the next one, and each still commits exactly once or fails on its own.
 @Suite("PostgreSQL group commit")
 struct GroupCommitTests {
-    /// A pool that lets one group be in flight, and a table with a unique column.
-    private static func pool() async throws -> PostgresPool {
+    /// A pool that lets `groups` groups be in flight (one unless said), and a table with a
+    /// unique column.
+    private static func pool(groups: Int = 1) async throws -> PostgresPool {
         var configuration = PostgresPool.Configuration(connection: try await TestDatabase.fresh(prefix: "group"), maximumConnections: 8)
-        configuration.commitGroups = 1
+        configuration.commitGroups = groups
         let pool = PostgresPool(configuration)
         try await pool.query(PostgresQuery("CREATE TABLE t (v text PRIMARY KEY)"))
         return pool
@@ -21,13 +22,18 @@ struct GroupCommitTests {
     private static func waitUntilOccupied(_ pool: PostgresPool) async throws {
         let started = ContinuousClock.now
         while ContinuousClock.now - started < .seconds(20) {
-            let running: Int = try await pool.query(PostgresQuery(
-                "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' AND query LIKE 'SELECT pg_sleep%'"
-            )).single().decode("n")
-            if running > 0 { return }
+            if try await isOccupied(pool) { return }
             try await Task.sleep(for: .milliseconds(10))
         }
         Issue.record("the occupying statement never ran")
+    }
+
+    /// Whether the occupying `pg_sleep` still runs on the server.
+    private static func isOccupied(_ pool: PostgresPool) async throws -> Bool {
+        let running: Int = try await pool.query(PostgresQuery(
+            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' AND query LIKE 'SELECT pg_sleep%'"
+        )).single().decode("n")
+        return running > 0
     }
 
     /// Holds the one group slot for a while, so that the statements sent meanwhile form a group.
@@ -238,6 +244,45 @@ struct GroupCommitTests {
         }
         #expect(try await Self.stored(pool) == ["p", "q", "r"], "each once, not run again")
         #expect(pool.groupStatistics.batches == 1)
+        await pool.close()
+    }
+
+    /// With two groups allowed, a group beside the one in flight starts only once it is as
+    /// large as the last one started: beside a group of one (the sleep), a lone statement
+    /// waits; the next one makes two, and both go out together while the sleep still runs.
+    @Test func aSecondGroupStartsBesideTheFirstOnlyOnceAsLarge() async throws {
+        let pool = try await Self.pool(groups: 2)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await Self.occupy(pool, seconds: 6) }
+            try await Self.waitUntilOccupied(pool)  // a group of one in flight
+            let lone = Task { try await Self.insert("a", into: pool) }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await Self.stored(pool) == [], "a lone statement waits instead of going out alone beside the group")
+            let second = try await Self.insert("b", into: pool)
+            let first = try await lone.value
+            #expect(first == second, "the two went out as one group, in one transaction")
+            #expect(try await Self.isOccupied(pool), "the second group ran beside the first, not after it")
+            #expect(try await Self.stored(pool) == ["a", "b"])
+            try await group.waitForAll()
+        }
+        #expect(pool.groupStatistics.groups == 2)
+        #expect(pool.groupStatistics.statements == 3)
+        await pool.close()
+    }
+
+    /// The last group in flight takes whoever waits, however few: beside a group of one, a
+    /// lone statement is written as soon as that group ends.
+    @Test func theLastGroupInFlightTakesWhoeverWaits() async throws {
+        let pool = try await Self.pool(groups: 2)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await Self.occupy(pool, seconds: 1) }
+            try await Self.waitUntilOccupied(pool)
+            _ = try await Self.insert("a", into: pool)
+            #expect(try await !Self.isOccupied(pool), "the lone statement waited for the group in flight to end")
+            try await group.waitForAll()
+        }
+        #expect(try await Self.stored(pool) == ["a"])
+        #expect(pool.groupStatistics.groups == 2)
         await pool.close()
     }
 
