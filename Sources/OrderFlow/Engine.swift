@@ -23,13 +23,14 @@ public struct OrderFlowConfiguration: Sendable {
     /// Orders whose state this process remembers between advances, so that an advance of an
     /// order it created or moved costs one round trip. 0 turns the cache off. Default 10,000.
     public var cachedOrders: Int = 10_000
-    /// Advances that come while this many groups of advances are being written wait and are
-    /// written together in the next group: one statement, one round trip and one commit for
-    /// all of them (group commit; each advance still commits exactly once with its history
-    /// and outbox rows, see `PostgresPool.queryCommittingTogether`). 0 writes every advance
-    /// alone. A group beyond the first starts only once it holds as many advances as the last
-    /// group started, so groups stay large. Default 2: a second group beside the first keeps
-    /// both cores busy with 8 callers, and 64 gather into groups of ~25 (BENCHMARKS.md,
+    /// At most this many groups of advance writes at once. Advances that come while a group is
+    /// being written are written together in a later group: one statement, one round trip and
+    /// one commit for all of them (group commit; each advance still commits exactly once with
+    /// its history and outbox rows, see `PostgresPool.queryCommittingTogether`). A group beside
+    /// another in flight starts only once it holds as many advances as the last group started,
+    /// so groups stay large. 0 writes every advance alone; 1 writes one group at a time.
+    /// Default 2: with 8 callers a second group beside the first leaves fewer cores idle than
+    /// one group at a time, and 64 callers still gather into groups of ~25 (BENCHMARKS.md,
     /// 2026-11-27).
     public var commitGroups: Int = 2
 

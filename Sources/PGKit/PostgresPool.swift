@@ -32,10 +32,10 @@ public final class PostgresPool: Service, Sendable {
         public var acquireTimeout: Duration = .seconds(10)
         /// At most this many groups of `queryCommittingTogether` statements in flight at once
         /// (each on one connection, run by one server process). Statements that come while a
-        /// group is in flight wait and go out together in a later group: one round trip and
-        /// one commit for all of them. A group beside others in flight starts only once it
-        /// holds as many statements as the last group started (at least two); the last group
-        /// in flight always takes whoever waits. Default 2; 1 runs one group at a time; 0 or
+        /// group is in flight go out together in a later group: one round trip and one commit
+        /// for all of them. A group beside others in flight starts only once it holds as many
+        /// statements as the last group started (at least two); the last group in flight
+        /// always takes whoever waits. Default 2; 1 runs one group at a time; 0 or
         /// less turns grouping off (every statement then runs alone, as `query` runs it).
         public var commitGroups: Int = 2
 
@@ -141,14 +141,16 @@ public final class PostgresPool: Service, Sendable {
     /// together with other callers' statements when several come at once: group commit.
     ///
     /// With no group in flight the statement runs at once, alone. While one is in flight, a
-    /// statement waits for a later group; a new group starts beside those in flight (up to
-    /// `Configuration.commitGroups`) once the statements waiting, with the one arriving, are as
-    /// many as the last group started held (at least two), and otherwise when a group ends (the
-    /// last one in flight always takes whoever waits, so nobody waits longer than for the
-    /// groups in flight). The caller who starts a group runs the whole of it on the connection
-    /// it holds, as one pipeline and one transaction (`PostgresConnection`'s `queryGroup`): one
-    /// round trip, one commit and one wake-up of the server for all of them, instead of one
-    /// each. (A second group started as soon as one was in flight held two or three statements
+    /// statement waits for a later group. A new group starts beside those in flight (up to
+    /// `Configuration.commitGroups`) when the statements waiting, with the one arriving, are as
+    /// many as the last group started held (at least two): the arriving caller runs it. When a
+    /// group ends, the statements waiting go out as the next group if it was the last group in
+    /// flight (whoever waits, however few) or if they reach that size; the first of them runs
+    /// it. So a statement waits at most for the groups in flight when it came (and, with more
+    /// than 64 waiting, for its turn among them). The caller who runs a group runs the whole of
+    /// it on the connection it holds, as one pipeline and one transaction
+    /// (`PostgresConnection`'s `queryGroup`): one round trip, one commit and one wake-up of the
+    /// server for all of them, instead of one each. (A second group started as soon as one was in flight held two or three statements
     /// with 8 callers, each group run serially by its own server process, and did no better
     /// than one group at a time; one at a time left a core idle. BENCHMARKS.md, 2026-11-27.)
     ///
@@ -191,6 +193,8 @@ public final class PostgresPool: Service, Sendable {
                     let count = min(groups.waiting.count, Self.largestGroup - 1)
                     defer { groups.waiting.removeFirst(count) }
                     groups.start(size: count + 1)
+                    // The arriving caller runs it, so it comes first (any serial order of
+                    // concurrent statements will do; the first member is the one that runs).
                     return [own] + groups.waiting.prefix(count)
                 }
                 groups.waiting.append(GroupMember(query: query, batch: batch, continuation: continuation))
@@ -205,7 +209,8 @@ public final class PostgresPool: Service, Sendable {
             let started = ContinuousClock.now
             let (results, batch) = await runGroup(members, on: connection)
             let took = ContinuousClock.now - started
-            // The next group, if statements came meanwhile: its first caller runs it.
+            // The next group, if statements came meanwhile and this was the last group in flight
+            // or they are as many as a group beside others must be: its first caller runs it.
             let next = commitGroups.withLock { groups -> [GroupMember]? in
                 groups.record(size: members.count, took: took, batch: batch)
                 // The last group in flight always takes whoever waits; beside others, only a
@@ -675,8 +680,8 @@ private struct WaiterQueue {
 }
 
 /// The statements waiting for the next group of `queryCommittingTogether`, and the groups in
-/// flight. Invariant: statements wait only while `commitGroups` groups are in flight, so the
-/// end of a group always finds whoever waits.
+/// flight. Invariant: statements wait only while at least one group is in flight, and the last
+/// group in flight to end always takes them.
 private struct CommitGroups {
     var waiting: [GroupMember] = []
     var inFlight = 0
@@ -719,7 +724,9 @@ private struct GroupMember: Sendable {
     let query: PostgresQuery
     /// The statement written once for many (see `queryCommittingTogether`).
     let batch: StaticString?
-    /// Nil for the caller that runs the group (it is not suspended).
+    /// Nil for a caller that started a group on arrival (it is not suspended). The first member
+    /// of a group is always the one that runs it: a waiter resumed to run the next group keeps
+    /// its continuation here, already used, and is never resumed again.
     let continuation: UnsafeContinuation<GroupTurn, Never>?
 }
 

@@ -5,7 +5,7 @@ import Testing
 
 /// `PostgresPool.queryCommittingTogether`: statements that come while a group is in flight
 /// commit together in the next one, and each still commits exactly once or fails on its own.
-@Suite("PostgreSQL group commit")
+@Suite("PostgreSQL group commit", .timeLimit(.minutes(2)))  // a lost wake-up hangs a caller: fail, do not hang CI
 struct GroupCommitTests {
     /// A pool that lets `groups` groups be in flight (one unless said), and a table with a
     /// unique column.
@@ -36,7 +36,48 @@ struct GroupCommitTests {
         return running > 0
     }
 
-    /// Holds the one group slot for a while, so that the statements sent meanwhile form a group.
+    /// Whether `occupy`'s sleep (the first group) still runs on the server.
+    private static func isFirstGroupRunning(_ pool: PostgresPool) async throws -> Bool {
+        let running: Int = try await pool.query(PostgresQuery(
+            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' AND query = 'SELECT pg_sleep($1)'"
+        )).single().decode("n")
+        return running > 0
+    }
+
+    /// Whether the second group's sleeps (`sleepInASecondGroup`) still run on the server.
+    private static func isSecondGroupRunning(_ pool: PostgresPool) async throws -> Bool {
+        let running: Int = try await pool.query(PostgresQuery(
+            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' AND query LIKE 'SELECT pg_sleep($1) AS second%'"
+        )).single().decode("n")
+        return running > 0
+    }
+
+    /// Waits (at most 20 s) until `condition` holds.
+    private static func waitUntil(_ what: String, _ condition: () async throws -> Bool) async throws {
+        let started = ContinuousClock.now
+        while ContinuousClock.now - started < .seconds(20) {
+            if try await condition() { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record("never happened: \(what)")
+    }
+
+    /// Beside the group of one that `occupy` runs, two sleeps of `seconds` sent together: the
+    /// second makes them a group of two, run beside the first (2 × `seconds` in all).
+    private static func sleepInASecondGroup(_ pool: PostgresPool, seconds: Double) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<2 {
+                group.addTask {
+                    try await pool.withConnection { connection in
+                        _ = try await pool.queryCommittingTogether(PostgresQuery("SELECT pg_sleep($1) AS second", seconds), on: connection)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    /// Runs a group of one for a while, so that the statements sent meanwhile wait and form a group.
     private static func occupy(_ pool: PostgresPool, seconds: Double) async throws {
         try await pool.withConnection { connection in
             _ = try await pool.queryCommittingTogether(PostgresQuery("SELECT pg_sleep($1)", seconds), on: connection)
@@ -283,6 +324,61 @@ struct GroupCommitTests {
         }
         #expect(try await Self.stored(pool) == ["a"])
         #expect(pool.groupStatistics.groups == 2)
+        await pool.close()
+    }
+
+    /// A group that ends beside another still in flight leaves fewer statements waiting than a
+    /// group must hold (here one, against the two of the last group started); the last group in
+    /// flight takes them when it ends.
+    @Test func aGroupEndingBesideAnotherLeavesTooFewWaiting() async throws {
+        let pool = try await Self.pool(groups: 2)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await Self.occupy(pool, seconds: 1.5) }
+            try await Self.waitUntilOccupied(pool)
+            group.addTask { try await Self.sleepInASecondGroup(pool, seconds: 2.5) }
+            try await Self.waitUntil("the second group runs") { try await Self.isSecondGroupRunning(pool) }
+            let lone = Task { try await Self.insert("a", into: pool) }  // two groups in flight: it waits
+            try await Self.waitUntil("the first group ends") { try await !Self.isFirstGroupRunning(pool) }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await Self.stored(pool) == [], "one statement waiting is fewer than a group beside another must hold")
+            #expect(try await Self.isSecondGroupRunning(pool))
+            _ = try await lone.value
+            #expect(try await !Self.isSecondGroupRunning(pool), "the lone statement went out when the last group in flight ended")
+            try await group.waitForAll()
+        }
+        #expect(try await Self.stored(pool) == ["a"])
+        await pool.close()
+    }
+
+    /// A group that ends beside another still in flight takes the statements waiting when they
+    /// are as many as the last group started; and after a group of three, a group beside another
+    /// needs three: two wait, the third sends them.
+    @Test func aGroupEndingBesideAnotherTakesTheWaitersWhenTheyAreAsMany() async throws {
+        let pool = try await Self.pool(groups: 2)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await Self.occupy(pool, seconds: 1.5) }
+            try await Self.waitUntilOccupied(pool)
+            group.addTask { try await Self.sleepInASecondGroup(pool, seconds: 4) }
+            try await Self.waitUntil("the second group runs") { try await Self.isSecondGroupRunning(pool) }
+            // Two groups in flight: these three wait; when the first group ends they are as many
+            // as the last group started (two), and go out as one group of three.
+            let three = try await withThrowingTaskGroup(of: String.self) { inserts in
+                for value in ["c1", "c2", "c3"] { inserts.addTask { try await Self.insert(value, into: pool) } }
+                return try await inserts.reduce(into: [String]()) { $0.append($1) }
+            }
+            #expect(Set(three).count == 1, "one group, one transaction: \(three)")
+            #expect(try await Self.isSecondGroupRunning(pool), "taken when the first group ended, not the second")
+            // The last group started held three: beside the second group, two wait…
+            let two = (0..<2).map { index in Task { try await Self.insert("x\(index)", into: pool) } }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await Self.stored(pool) == ["c1", "c2", "c3"], "two are fewer than the three a group beside another must now hold")
+            // …and the third sends all three at once.
+            let third = try await Self.insert("x2", into: pool)
+            for task in two { #expect(try await task.value == third) }
+            #expect(try await Self.isSecondGroupRunning(pool), "the group of three ran beside the second group")
+            try await group.waitForAll()
+        }
+        #expect(try await Self.stored(pool) == ["c1", "c2", "c3", "x0", "x1", "x2"])
         await pool.close()
     }
 
