@@ -318,11 +318,13 @@ public final class PostgresPool: Service, Sendable {
 
     /// How `queryCommittingTogether`'s callers were grouped so far: groups run, the statements
     /// in them, the time they were in flight (summed over groups), and how many groups ran as
-    /// their batch form or tried to and failed (then ran one statement at a time).
+    /// their batch form or tried to and failed (then ran one statement at a time); and now: the
+    /// groups in flight and the statements waiting for a later group.
     public var groupStatistics: GroupStatistics {
         commitGroups.withLock {
             GroupStatistics(groups: $0.groupsRun, statements: $0.statementsRun, inFlight: $0.timeInFlight,
-                            batches: $0.batchesRun, failedBatches: $0.batchesFailed)
+                            batches: $0.batchesRun, failedBatches: $0.batchesFailed,
+                            groupsInFlight: $0.inFlight, waiting: $0.waiting.count)
         }
     }
 
@@ -332,6 +334,8 @@ public final class PostgresPool: Service, Sendable {
         public var inFlight: Duration
         public var batches: Int
         public var failedBatches: Int
+        public var groupsInFlight: Int
+        public var waiting: Int
     }
 
     /// Connections open now (in use or idle), and callers waiting for one.

@@ -36,40 +36,25 @@ struct GroupCommitTests {
         return running > 0
     }
 
-    /// Whether `occupy`'s sleep (the first group) still runs on the server.
-    private static func isFirstGroupRunning(_ pool: PostgresPool) async throws -> Bool {
-        let running: Int = try await pool.query(PostgresQuery(
-            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' AND query = 'SELECT pg_sleep($1)'"
-        )).single().decode("n")
-        return running > 0
-    }
-
-    /// Whether the second group's sleeps (`sleepInASecondGroup`) still run on the server.
-    private static func isSecondGroupRunning(_ pool: PostgresPool) async throws -> Bool {
-        let running: Int = try await pool.query(PostgresQuery(
-            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' AND query LIKE 'SELECT pg_sleep($1) AS second%'"
-        )).single().decode("n")
-        return running > 0
-    }
-
-    /// Waits (at most 20 s) until `condition` holds.
+    /// Waits (at most 30 s) until `condition` holds.
     private static func waitUntil(_ what: String, _ condition: () async throws -> Bool) async throws {
         let started = ContinuousClock.now
-        while ContinuousClock.now - started < .seconds(20) {
+        while ContinuousClock.now - started < .seconds(30) {
             if try await condition() { return }
-            try await Task.sleep(for: .milliseconds(10))
+            try await Task.sleep(for: .milliseconds(5))
         }
         Issue.record("never happened: \(what)")
     }
 
-    /// Beside the group of one that `occupy` runs, two sleeps of `seconds` sent together: the
-    /// second makes them a group of two, run beside the first (2 × `seconds` in all).
-    private static func sleepInASecondGroup(_ pool: PostgresPool, seconds: Double) async throws {
+    /// `count` statements, sent at once through `queryCommittingTogether`, that each wait for the
+    /// advisory lock `key` (held by `HeldLocks` until released): a group that ends exactly
+    /// when the test lets it, however loaded the machine.
+    private static func waitForLock(_ key: Int, in pool: PostgresPool, count: Int) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
-            for _ in 0..<2 {
+            for _ in 0..<count {
                 group.addTask {
                     try await pool.withConnection { connection in
-                        _ = try await pool.queryCommittingTogether(PostgresQuery("SELECT pg_sleep($1) AS second", seconds), on: connection)
+                        _ = try await pool.queryCommittingTogether(PostgresQuery("SELECT pg_advisory_xact_lock($1) AS locked", key), on: connection)
                     }
                 }
             }
@@ -329,24 +314,29 @@ struct GroupCommitTests {
 
     /// A group that ends beside another still in flight leaves fewer statements waiting than a
     /// group must hold (here one, against the two of the last group started); the last group in
-    /// flight takes them when it ends.
+    /// flight takes them when it ends. The two groups in flight wait on locks the test holds.
     @Test func aGroupEndingBesideAnotherLeavesTooFewWaiting() async throws {
         let pool = try await Self.pool(groups: 2)
+        let locks = try await HeldLocks(database: pool.configuration.connection, keys: [1, 2])
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await Self.occupy(pool, seconds: 1.5) }
-            try await Self.waitUntilOccupied(pool)
-            group.addTask { try await Self.sleepInASecondGroup(pool, seconds: 2.5) }
-            try await Self.waitUntil("the second group runs") { try await Self.isSecondGroupRunning(pool) }
-            let lone = Task { try await Self.insert("a", into: pool) }  // two groups in flight: it waits
-            try await Self.waitUntil("the first group ends") { try await !Self.isFirstGroupRunning(pool) }
-            try await Task.sleep(for: .milliseconds(300))
-            #expect(try await Self.stored(pool) == [], "one statement waiting is fewer than a group beside another must hold")
-            #expect(try await Self.isSecondGroupRunning(pool))
+            group.addTask { try await Self.waitForLock(1, in: pool, count: 1) }  // a group of one
+            try await Self.waitUntil("the first group is in flight") { pool.groupStatistics.groupsInFlight == 1 }
+            group.addTask { try await Self.waitForLock(2, in: pool, count: 2) }  // a group of two beside it
+            try await Self.waitUntil("the second group is in flight") { pool.groupStatistics.groupsInFlight == 2 }
+            let lone = Task { try await Self.insert("a", into: pool) }
+            try await Self.waitUntil("the insert waits") { pool.groupStatistics.waiting == 1 }
+            locks.release(1)
+            try await Self.waitUntil("the first group ends") { pool.groupStatistics.groups == 1 }
+            #expect(pool.groupStatistics.waiting == 1, "one statement waiting is fewer than a group beside another must hold")
+            #expect(pool.groupStatistics.groupsInFlight == 1)
+            #expect(try await Self.stored(pool) == [])
+            locks.release(2)
             _ = try await lone.value
-            #expect(try await !Self.isSecondGroupRunning(pool), "the lone statement went out when the last group in flight ended")
             try await group.waitForAll()
         }
-        #expect(try await Self.stored(pool) == ["a"])
+        #expect(try await Self.stored(pool) == ["a"], "the last group in flight took the lone statement when it ended")
+        #expect(pool.groupStatistics.groups == 3)
+        await locks.close()
         await pool.close()
     }
 
@@ -355,30 +345,37 @@ struct GroupCommitTests {
     /// needs three: two wait, the third sends them.
     @Test func aGroupEndingBesideAnotherTakesTheWaitersWhenTheyAreAsMany() async throws {
         let pool = try await Self.pool(groups: 2)
+        let locks = try await HeldLocks(database: pool.configuration.connection, keys: [1, 2])
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await Self.occupy(pool, seconds: 1.5) }
-            try await Self.waitUntilOccupied(pool)
-            group.addTask { try await Self.sleepInASecondGroup(pool, seconds: 4) }
-            try await Self.waitUntil("the second group runs") { try await Self.isSecondGroupRunning(pool) }
+            group.addTask { try await Self.waitForLock(1, in: pool, count: 1) }
+            try await Self.waitUntil("the first group is in flight") { pool.groupStatistics.groupsInFlight == 1 }
+            group.addTask { try await Self.waitForLock(2, in: pool, count: 2) }
+            try await Self.waitUntil("the second group is in flight") { pool.groupStatistics.groupsInFlight == 2 }
             // Two groups in flight: these three wait; when the first group ends they are as many
             // as the last group started (two), and go out as one group of three.
-            let three = try await withThrowingTaskGroup(of: String.self) { inserts in
-                for value in ["c1", "c2", "c3"] { inserts.addTask { try await Self.insert(value, into: pool) } }
-                return try await inserts.reduce(into: [String]()) { $0.append($1) }
-            }
-            #expect(Set(three).count == 1, "one group, one transaction: \(three)")
-            #expect(try await Self.isSecondGroupRunning(pool), "taken when the first group ended, not the second")
+            let three = (1...3).map { index in Task { try await Self.insert("c\(index)", into: pool) } }
+            try await Self.waitUntil("three inserts wait") { pool.groupStatistics.waiting == 3 }
+            locks.release(1)
+            try await Self.waitUntil("the three go out when the first group ends") { pool.groupStatistics.waiting == 0 }
+            if pool.groupStatistics.waiting > 0 { locks.release(2) }  // (failed above) so as not to hang
+            var transactions: Set<String> = []
+            for task in three { transactions.insert(try await task.value) }
+            #expect(transactions.count == 1, "one group, one transaction: \(transactions)")
+            #expect(pool.groupStatistics.groupsInFlight == 1, "taken when the first group ended, beside the second")
             // The last group started held three: beside the second group, two wait…
             let two = (0..<2).map { index in Task { try await Self.insert("x\(index)", into: pool) } }
-            try await Task.sleep(for: .milliseconds(300))
-            #expect(try await Self.stored(pool) == ["c1", "c2", "c3"], "two are fewer than the three a group beside another must now hold")
+            try await Self.waitUntil("two inserts wait") { pool.groupStatistics.waiting == 2 }
+            #expect(pool.groupStatistics.groupsInFlight == 1, "two are fewer than the three a group beside another must now hold")
+            if pool.groupStatistics.waiting != 2 { locks.release(2) }  // (failed above) so that the third cannot hang
             // …and the third sends all three at once.
             let third = try await Self.insert("x2", into: pool)
             for task in two { #expect(try await task.value == third) }
-            #expect(try await Self.isSecondGroupRunning(pool), "the group of three ran beside the second group")
+            #expect(pool.groupStatistics.waiting == 0)
+            locks.release(2)
             try await group.waitForAll()
         }
         #expect(try await Self.stored(pool) == ["c1", "c2", "c3", "x0", "x1", "x2"])
+        await locks.close()
         await pool.close()
     }
 
@@ -395,6 +392,48 @@ struct GroupCommitTests {
         }
         #expect(Set(transactions).count == 4)
         #expect(try await Self.stored(pool) == ["a", "b", "c", "d"])
+        await pool.close()
+    }
+}
+
+/// Advisory locks the test holds, each in a transaction of its own on a pool of its own, until
+/// it releases them: statements waiting for one stay in flight exactly that long.
+private final class HeldLocks: Sendable {
+    private let pool: PostgresPool
+    private let releases: [Int: AsyncStream<Void>.Continuation]
+    private let holders: [Task<Void, any Error>]
+
+    init(database: PostgresConfiguration, keys: [Int]) async throws {
+        let pool = PostgresPool(.init(connection: database, maximumConnections: keys.count))
+        var releases: [Int: AsyncStream<Void>.Continuation] = [:]
+        var holders: [Task<Void, any Error>] = []
+        for key in keys {
+            let (release, released) = AsyncStream<Void>.makeStream()
+            let (held, holding) = AsyncStream<Void>.makeStream()
+            holders.append(Task {
+                try await pool.transaction { connection in
+                    _ = try await connection.query(PostgresQuery("SELECT pg_advisory_xact_lock($1)", key))
+                    holding.yield()
+                    for await _ in release { break }
+                }
+            })
+            for await _ in held { break }  // the lock is held
+            releases[key] = released
+        }
+        self.pool = pool
+        self.releases = releases
+        self.holders = holders
+    }
+
+    /// Ends the transaction holding `key`: whoever waits for it goes on.
+    func release(_ key: Int) {
+        releases[key]?.yield()
+        releases[key]?.finish()
+    }
+
+    func close() async {
+        for key in releases.keys { release(key) }
+        for holder in holders { _ = try? await holder.value }
         await pool.close()
     }
 }
