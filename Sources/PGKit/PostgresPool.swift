@@ -150,9 +150,10 @@ public final class PostgresPool: Service, Sendable {
     /// than 64 waiting, for its turn among them). The caller who runs a group runs the whole of
     /// it on the connection it holds, as one pipeline and one transaction
     /// (`PostgresConnection`'s `queryGroup`): one round trip, one commit and one wake-up of the
-    /// server for all of them, instead of one each. (A second group started as soon as one was in flight held two or three statements
-    /// with 8 callers, each group run serially by its own server process, and did no better
-    /// than one group at a time; one at a time left a core idle. BENCHMARKS.md, 2026-11-27.)
+    /// server for all of them, instead of one each. (A second group started as soon as one was
+    /// in flight held two or three statements with 8 callers, each group run serially by its
+    /// own server process, and did no better than one group at a time; one at a time left a
+    /// core idle. BENCHMARKS.md, 2026-11-27.)
     ///
     /// Each statement commits exactly once, or fails on its own: when a group fails (one of its
     /// statements is refused, a deadlock with another group), nothing of it was committed, and
@@ -213,13 +214,12 @@ public final class PostgresPool: Service, Sendable {
             // or they are as many as a group beside others must be: its first caller runs it.
             let next = commitGroups.withLock { groups -> [GroupMember]? in
                 groups.record(size: members.count, took: took, batch: batch)
+                groups.inFlight -= 1
                 // The last group in flight always takes whoever waits; beside others, only a
                 // group as large as a new one would have to be.
-                guard !groups.waiting.isEmpty, groups.inFlight == 1 || groups.waiting.count >= groups.besideThreshold else {
-                    groups.inFlight -= 1
+                guard !groups.waiting.isEmpty, groups.inFlight == 0 || groups.waiting.count >= groups.besideThreshold else {
                     return nil
                 }
-                groups.inFlight -= 1
                 let count = min(groups.waiting.count, Self.largestGroup)
                 defer { groups.waiting.removeFirst(count) }
                 groups.start(size: count)
