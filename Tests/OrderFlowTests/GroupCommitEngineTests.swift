@@ -8,7 +8,7 @@ import WorkflowKit
 /// Advances written in groups (`OrderFlowConfiguration.commitGroups`): however they are
 /// grouped, every advance commits exactly once with its history row and its outbox command,
 /// a retried key answers with the first result, and a lost race is a conflict.
-@Suite("Engine: advances committed in groups", .timeLimit(.minutes(3)))  // a lost wake-up hangs: fail instead
+@Suite("Engine: advances committed in groups", .timeLimit(.minutes(3)))  // a test past it (a lost wake-up) is reported as failed
 struct GroupCommitEngineTests {
     /// One group in flight (everyone else waits and is grouped), and two (the default: groups
     /// side by side, each as large as the last one started).
