@@ -343,6 +343,13 @@ public final class PostgresPool: Service, Sendable {
         get async { state.withLock { ($0.openCount, $0.idle.count, $0.waiters.count) } }
     }
 
+    /// How long, by recent experience, the pool takes to serve one more waiting caller — the
+    /// pace its admission control and shedding reckon with (`poolBusy`); nil before any
+    /// connection came back. Under overload its inverse is the pool's throughput.
+    public var servingInterval: Duration? {
+        state.withLock { $0.servingInterval(connections: configuration.maximumConnections) }.map { .seconds($0) }
+    }
+
     // MARK: Acquire and release
 
     private enum AcquireStep {

@@ -50,14 +50,14 @@ struct CPUUse {
     /// "this process 72 µs, everything else 180 µs per transition; cores idle 31 %" for the
     /// stretch from `start` to self, at `rate` transitions per second. Everything else is the
     /// whole machine's: only meaningful on a machine with nothing else running.
-    func summary(since start: CPUUse, rate: Double) -> String {
+    func summary(since start: CPUUse, rate: Double, otherName: String = "the server") -> String {
         let perTick = 1e6 / Double(sysconf(Int32(_SC_CLK_TCK)))
         let count = max(1, rate * seconds(since: start))
         let own = (ownProcess - start.ownProcess) * perTick / count
         let other = (otherProcess - start.otherProcess) * perTick / count
         let rest = ((busy - start.busy) - (ownProcess - start.ownProcess) - (otherProcess - start.otherProcess)) * perTick / count
         let idleShare = (idle - start.idle) / max(1, (busy - start.busy) + (idle - start.idle))
-        let server = otherProcess > 0 ? String(format: ", the server %.0f µs", other) : ""
+        let server = otherProcess > 0 ? ", \(otherName)" + String(format: " %.0f µs", other) : ""
         return String(format: "CPU per transition: this process %.0f µs%@, everything else %.0f µs; cores idle %.0f %%",
                       own, server, rest, idleShare * 100)
     }

@@ -9,9 +9,10 @@ import Synchronization
 /// 1×: `--connections` tasks advance back to back for `--seconds` (closed loop): the capacity C,
 /// with the worker delivering (in this process, or in its own with `--separate-worker`). Then
 /// open loop at 2 C and at 4 C for `--seconds` each: advances due at a fixed rate whether or not
-/// earlier ones finished. Each
-/// phase reports what committed, what was refused as busy and how fast, other failures, the
-/// outbox's growth (sampled every 0.5 s) and how long it took to drain after the phase.
+/// earlier ones finished; then 1× again. Each phase reports what committed, what was refused as
+/// busy and how fast, other failures, the outbox's growth (sampled every 0.5 s) and how long it
+/// took to drain after the phase, the engine pool's waiting callers and its reading of its pace
+/// beside the pace measured (every 0.5 s), and where the CPU went per committed advance.
 ///
 /// Each counted phase starts vacuumed, analyzed and from a checkpoint (`settle`), as the turns of
 /// `advance` and `http` do: none inherits the dead rows and dirty pages of the phase before it,
@@ -55,14 +56,14 @@ extension EndToEndBenchmark {
         // supply has only first steps: this warm-up, not counted, brings every step in.
         let warmUp = 4
         print("warm-up: \(connections) tasks back to back for \(warmUp) s (not counted)…")
-        let warm = try await runPhase(label: "warm-up", engine: engine, bench: bench) { tally in
+        let warm = try await runPhase(label: "warm-up", engine: engine, bench: bench, worker: worker) { tally in
             await closedLoop(engine: engine, supply: supply, tally: tally, seconds: warmUp)
         }
         print(String(format: "warm-up: %.0f advances/s, steps %@", warm.committedPerSecond, warm.stepMix))
         var phases: [OverloadPhase] = []
         print("1×: \(connections) tasks back to back for \(seconds) s…")
         try await settle(engine.pool)
-        let capacity = try await runPhase(label: "1× (closed loop)", engine: engine, bench: bench) { tally in
+        let capacity = try await runPhase(label: "1× (closed loop)", engine: engine, bench: bench, worker: worker) { tally in
             await closedLoop(engine: engine, supply: supply, tally: tally, seconds: seconds)
         }
         phases.append(capacity)
@@ -72,10 +73,18 @@ extension EndToEndBenchmark {
             let rate = max(1, Int((capacityRate * Double(multiple)).rounded()))
             print("\(multiple)×: open loop at \(rate)/s for \(seconds) s…")
             try await settle(engine.pool)
-            phases.append(try await runPhase(label: "\(multiple)× (\(rate)/s offered)", engine: engine, bench: bench) { tally in
+            phases.append(try await runPhase(label: "\(multiple)× (\(rate)/s offered)", engine: engine, bench: bench, worker: worker) { tally in
                 await openLoop(engine: engine, supply: supply, tally: tally, rate: rate)
             })
         }
+        // This machine's speed drifts by tens of per cent from one minute to the next (other
+        // virtual machines on the host): the capacity measured again after the overload tells
+        // a drift from a system the overload left slower.
+        print("1× again: \(connections) tasks back to back for \(seconds) s…")
+        try await settle(engine.pool)
+        phases.append(try await runPhase(label: "1× again", engine: engine, bench: bench, worker: worker) { tally in
+            await closedLoop(engine: engine, supply: supply, tally: tally, seconds: seconds)
+        })
 
         print("")
         print("e2e --overload: \(seconds) s a phase, engine pool \(connections) connections (callers wait at most \(acquireTimeout) s), "
@@ -91,10 +100,12 @@ extension EndToEndBenchmark {
             print("  \(phase.label): \(phase.starved) due advances found no order free (raise --overload-orders)")
         }
         for phase in phases {
+            if let cpu = phase.cpu { print("  \(phase.label) \(cpu)") }
             print("  \(phase.label) steps committed (\(Self.steps.map(\.0).joined(separator: "/"))): \(phase.stepMix)")
             print("  \(phase.label) outbox every 0.5 s: \(phase.depths.map { String($0) }.joined(separator: " "))")
-            print("  \(phase.label) engine pool every 0.5 s (idle connections/waiting callers/committed in the half second): "
-                  + phase.pool.map { "\($0.idle)/\($0.waiting)/\($0.committed)" }.joined(separator: " "))
+            print("  \(phase.label) engine pool every 0.5 s (idle connections/waiting callers/committed in the half second, "
+                  + "and while callers wait (the pool's pace|the pace measured) in ms per caller): "
+                  + phase.pool.map(\.text).joined(separator: " "))
         }
         print("pushes accepted by the stand-in: \(apns.server.acceptedCount) (\(apns.server.rejectedCount) refused); process peak RSS \(peakRSSMegabytes()) MB")
         if let busy = phases.compactMap(\.firstBusy).first { print("a busy refusal reads: \(busy)") }
@@ -102,20 +113,26 @@ extension EndToEndBenchmark {
 
     /// Runs one phase's driving, samples the outbox meanwhile, then waits for it to drain.
     private func runPhase(
-        label: String, engine: OrderFlowEngine, bench: BenchDatabase, drive: (OverloadTally) async -> Void
+        label: String, engine: OrderFlowEngine, bench: BenchDatabase, worker: SeparateWorker?,
+        drive: (OverloadTally) async -> Void
     ) async throws -> OverloadPhase {
         let tally = OverloadTally()
         let sampler = Task { await sampleDepths(configuration: bench.configuration) }
         let poolSampler = Task { await samplePool(engine: engine, tally: tally) }
+        let cpuStart = CPUUse.now(watching: worker?.pid)
         let start = ContinuousClock.now
         await drive(tally)
         let driven = (ContinuousClock.now - start).asSeconds
+        let cpuEnd = CPUUse.now(watching: worker?.pid)
         poolSampler.cancel()
         let drained = try await drainTime(engine: engine)
         sampler.cancel()
         let depths = await sampler.value
         var phase = tally.phase(label: label, seconds: driven, drain: drained, depths: depths)
         phase.pool = await poolSampler.value
+        if let cpuStart, let cpuEnd {
+            phase.cpu = cpuEnd.summary(since: cpuStart, rate: phase.committedPerSecond, otherName: "the worker")
+        }
         return phase
     }
 
@@ -132,7 +149,8 @@ extension EndToEndBenchmark {
             if Task.isCancelled { break }
             let statistics = await engine.pool.statistics
             let committed = tally.committedCount
-            samples.append(PoolSample(idle: statistics.idle, waiting: statistics.waiting, committed: committed - committedBefore))
+            samples.append(PoolSample(idle: statistics.idle, waiting: statistics.waiting, committed: committed - committedBefore,
+                                      pace: engine.pool.servingInterval?.asSeconds))
             committedBefore = committed
         }
         return samples
@@ -326,10 +344,24 @@ struct PoolSample: Sendable {
     var idle: Int
     var waiting: Int
     var committed: Int
+    /// The pool's own reading of its pace (`servingInterval`), in seconds.
+    var pace: Double?
+
+    /// `idle/waiting/committed`, and while callers wait, the pace the pool reckons with
+    /// beside the one measured (half a second over the commits in it), in ms per caller.
+    var text: String {
+        var text = "\(idle)/\(waiting)/\(committed)"
+        if waiting > 0, let pace {
+            text += String(format: " (%.2f|%.2f)", pace * 1000, committed > 0 ? 500 / Double(committed) : .infinity)
+        }
+        return text
+    }
 }
 
 struct OverloadPhase: Sendable {
     var pool: [PoolSample] = []
+    /// Where the CPU went while the phase was driven, per committed advance (`CPUUse`).
+    var cpu: String?
     var label: String
     var seconds: Double
     var committed: [Double]

@@ -18,6 +18,9 @@ final class SeparateWorker: Sendable {
         let samples = Mutex<[RSSSample]>([])
     }
 
+    /// The child's process id, once it runs.
+    var pid: pid_t? { state.pid.withLock { $0 } }
+
     struct RSSSample: Sendable {
         var second: Double
         var total: Double
