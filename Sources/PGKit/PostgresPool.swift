@@ -10,11 +10,13 @@ import Synchronization
 /// broke (server restart, network) is closed and replaced on the next acquire; one that sat
 /// idle is checked before reuse.
 ///
-/// Admission control: the pool keeps an average of how long callers hold a connection. When
-/// every connection is in use and the callers already waiting would take longer to serve than
-/// most of the time a new caller may wait (80 % of `acquireTimeout`: the estimate wavers under
-/// overload, a caller admitted on the edge would time out), the new caller is refused at once with
-/// `PostgresError.Kind.poolBusy` instead of queueing for a timeout it cannot beat. Under
+/// Admission control: the pool keeps track of its pace — how often a connection came back while
+/// all were in use (`ReleasePace`), or until it has seen enough of that, how long callers hold
+/// a connection. When every connection is in use and the callers already waiting would take
+/// longer to serve than most of the time a new caller may wait (80 % of `acquireTimeout`: the
+/// pace wavers under overload, a caller admitted on the edge would time out), the new caller is
+/// refused at once with `PostgresError.Kind.poolBusy` instead of queueing for a timeout it
+/// cannot beat. Under
 /// overload the connections keep working at their pace on the callers that can be served, and
 /// the rest learn it in microseconds, with a `retryAfter`.
 ///
@@ -69,25 +71,24 @@ public final class PostgresPool: Service, Sendable {
         /// Recent time a caller holds a connection, in seconds (moving average); nil until the
         /// first connection comes back.
         var holdTime: Double?
-        /// While callers wait: recent time between two connections coming back, in seconds
-        /// (moving average) — the pool's pace when it is the bottleneck. A mean hold time
-        /// divided by the connections overstates the wait when a few holds are long.
-        var releaseInterval: Double?
+        /// The pace connections came back while all were in use: the pool's pace when it is
+        /// the bottleneck.
+        var pace = ReleasePace()
         var lastRelease: ContinuousClock.Instant?
+        /// Whether the last connection to come back went straight to a waiting caller (so
+        /// every connection stayed in use until the next one came back).
+        var lastReleaseServedWaiter = false
 
-        /// How long the callers waiting now (and one more) should take to serve, in seconds:
-        /// at the pace connections came back while callers waited, or at the mean hold time
-        /// (whichever promises sooner: refusing a caller who would have been served is the
-        /// costlier mistake).
+        /// How long the callers waiting now (and one more) should take to serve, in seconds.
         func queueWait(connections: Int) -> Double? {
             servingInterval(connections: connections).map { Double(waiters.count + 1) * $0 }
         }
 
-        /// How long, by recent experience, the pool takes to serve one more waiting caller.
+        /// How long, by recent experience, the pool takes to serve one more waiting caller: the
+        /// pace connections came back while all were in use (`ReleasePace`), or, until enough
+        /// of that was seen, the mean hold time over the connections.
         func servingInterval(connections: Int) -> Double? {
-            let byHold = holdTime.map { $0 / Double(connections) }
-            guard let byHold, let releaseInterval else { return byHold ?? releaseInterval }
-            return min(byHold, releaseInterval)
+            pace.mean ?? holdTime.map { $0 / Double(connections) }
         }
     }
 
@@ -475,9 +476,10 @@ public final class PostgresPool: Service, Sendable {
     private func expireWaiters() async {
         let maximum = configuration.maximumConnections
         // The pace read at the previous look. One stall (a checkpoint, a descheduled thread)
-        // makes one long interval between releases and lifts the moving average for a few
-        // dozen releases; shedding on that reading refused thousands the pool then served. So a
-        // waiter is shed only when hopeless at the better of two readings a look apart.
+        // makes one long interval between releases and lifts the pace read for a while (with a
+        // moving average of a few dozen releases, shedding on that reading refused thousands the
+        // pool then served). So a waiter is shed only when hopeless at the better of two
+        // readings a look apart.
         var previousInterval: Double?
         while true {
             let now = ContinuousClock.now
@@ -550,13 +552,16 @@ public final class PostgresPool: Service, Sendable {
         let waiter = state.withLock { state -> CheckedContinuation<PostgresConnection?, any Error>?? in
             state.holdTime = state.holdTime.map { $0 + (held - $0) * Self.holdTimeWeight } ?? held
             let now = ContinuousClock.now
-            if state.waiters.count > 0, let last = state.lastRelease {
-                let interval = (now - last).seconds
-                state.releaseInterval = state.releaseInterval.map { $0 + (interval - $0) * Self.holdTimeWeight } ?? interval
+            if state.lastReleaseServedWaiter, let last = state.lastRelease {
+                state.pace.add((now - last).seconds)
             }
             state.lastRelease = now
+            state.lastReleaseServedWaiter = false
             guard !state.closed, !connection.health.isBroken else { return .none }
-            if let first = state.waiters.removeFirst() { return .some(first) }
+            if let first = state.waiters.removeFirst() {
+                state.lastReleaseServedWaiter = true
+                return .some(first)
+            }
             state.idle.append((connection, .now))
             return .some(nil)
         }
