@@ -49,6 +49,20 @@ struct ReleasePaceTests {
         #expect(mean > 0.0005 && mean < 0.0005 * 1.11, "read \(mean)")
     }
 
+    /// The server stood still for 1.5 s (a checkpoint, the machine paused) among intervals of
+    /// 0.86 ms: mostly a delay every waiting caller has lived through, not a pace 2.7 times
+    /// slower from now on (what the mean of the window would read with it counted whole).
+    @Test func aLongStallIsMostlyADelay() throws {
+        var pace = ReleasePace()
+        for _ in 0..<ReleasePace.window { pace.add(0.000_86) }
+        pace.add(1.5)
+        let mean = try #require(pace.mean)
+        #expect(mean < 0.000_86 * 1.3, "read \(mean)")
+        // A slower pace is followed, though: three times slower within a window.
+        for _ in 0..<ReleasePace.window { pace.add(0.000_86 * 3) }
+        #expect(abs(try #require(pace.mean) - 0.000_86 * 3) < 1e-9)
+    }
+
     @Test func staysExactOverMillionsOfIntervals() throws {
         var pace = ReleasePace()
         // Intervals that are not exact in binary, added and taken away millions of times.
