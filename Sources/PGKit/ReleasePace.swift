@@ -25,11 +25,12 @@ struct ReleasePace {
     /// checkpoint, the machine paused for a second) is a delay rather than a pace: the time it
     /// took has passed for every waiting caller, whose deadlines the pool compares with the
     /// clock. Counted whole, one stall of 1.5 s among intervals of 0.86 ms read as a pace of
-    /// 2.2 ms for the next second, and the shedding refused 5,700 callers the pool then served
-    /// in time. But a slow stretch of many shorter stalls is a pace: capped at 32 times the
-    /// mean, two seconds of them (a third of the usual commits) left the reading unmoved and
-    /// 1,345 callers waited out their deadline (`orderflow-bench e2e --overload`, 4×). At 256
-    /// times, stalls up to a sixth of a second at 0.65 ms count whole.
+    /// 2.2 ms for the next second, and the shedding refused 5,345 callers while the pool worked
+    /// through the 2,661 left in under three seconds. But a slow stretch of many shorter stalls
+    /// is a pace: capped at 32 times the mean, two seconds of them (a third to a half of the
+    /// usual commits) left the reading unmoved and 1,345 callers waited out their deadline
+    /// (`orderflow-bench e2e --overload`, 4×). At 256 times, stalls up to a sixth of a second
+    /// at 0.65 ms count whole.
     static let stallFactor = 256.0
 
     init() {
