@@ -22,13 +22,14 @@ struct TimingBusyEngineTests {
         let (held, holding) = AsyncStream<Void>.makeStream()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
+                defer { holding.finish() }  // a holder that fails ends the wait below: the test fails, not hangs
                 try await engine.pool.withConnection { connection in
                     holding.yield()
                     try await connection.query(PostgresQuery("SELECT pg_sleep(2.5)"))
                 }
             }
             var iterator = held.makeAsyncIterator()
-            await iterator.next()
+            guard await iterator.next() != nil else { return try await group.waitForAll() }
             group.addTask { _ = try? await engine.pool.query(PostgresQuery("SELECT 1 AS one")) }  // admitted, waits
             // Bounded: a first caller refused instead of queued (a machine slowed past the
             // estimate) must fail the test, not hang the run.

@@ -191,6 +191,7 @@ struct ConnectionTests {
         try await connection.execute("CREATE TABLE x (v int)")
         let (began, begin) = AsyncStream<Void>.makeStream()
         let rolledBack = Task {
+            defer { begin.finish() }  // a body that fails early ends the wait below
             try await connection.transaction { connection in
                 try await connection.query(PostgresQuery("INSERT INTO x VALUES ($1)", 1))
                 // A statement of the body's own, through a nested run: no deadlock.
@@ -319,17 +320,28 @@ struct TimingPoolTests {
         let configuration = try TestDatabase.serverConfiguration()
         let pool = PostgresPool(.init(connection: configuration, maximumConnections: 1, acquireTimeout: .milliseconds(200)))
         // The first caller holds the only connection (it says so once it has it) while the
-        // second asks: a sleep instead would race on a loaded machine.
+        // second asks: a sleep instead would race on a loaded machine. Opening the connection is
+        // bounded by the same 200 ms, which a loaded machine can miss: the holder tries again
+        // until it holds it (when it failed once, the test hung waiting for it). The pool learns
+        // no hold time before the second caller asks, so that caller queues (no fast refusal).
         let (held, holding) = AsyncStream<Void>.makeStream()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
-                try await pool.withConnection { connection in
-                    holding.yield()
-                    try await connection.query(PostgresQuery("SELECT pg_sleep(1)"))
+                defer { holding.finish() }  // a holder that fails ends the wait below: the test fails, not hangs
+                let opening = ContinuousClock.now
+                while true {
+                    do {
+                        return try await pool.withConnection { connection in
+                            holding.yield()
+                            try await connection.query(PostgresQuery("SELECT pg_sleep(1)"))
+                        }
+                    } catch let error as PostgresError where error.kind != .poolTimeout && ContinuousClock.now - opening < .seconds(30) {
+                        try await Task.sleep(for: .milliseconds(50))
+                    }
                 }
             }
             var iterator = held.makeAsyncIterator()
-            await iterator.next()
+            guard await iterator.next() != nil else { return try await group.waitForAll() }
             do {
                 try await pool.query(PostgresQuery("SELECT 1 AS one"))
                 Issue.record("acquired a connection that was in use")
@@ -355,13 +367,14 @@ struct TimingPoolTests {
         let (held, holding) = AsyncStream<Void>.makeStream()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
+                defer { holding.finish() }  // a holder that fails ends the wait below: the test fails, not hangs
                 try await pool.withConnection { connection in
                     holding.yield()
                     try await connection.query(PostgresQuery("SELECT pg_sleep(2.5)"))
                 }
             }
             var iterator = held.makeAsyncIterator()
-            await iterator.next()
+            guard await iterator.next() != nil else { return try await group.waitForAll() }
             // One waiter, about 1 s of work ahead of it: it is admitted (1.6 s allowed)…
             let clock = ContinuousClock()
             group.addTask {
@@ -423,18 +436,14 @@ struct TimingPoolTests {
         let callers = 10
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
-                do {
-                    try await pool.withConnection { connection in
-                        holding.yield()
-                        try await connection.query(PostgresQuery("SELECT pg_sleep(2.5)"))
-                    }
-                } catch {
-                    holding.finish()  // the wait below ends, and the test fails, instead of hanging
-                    throw error
+                defer { holding.finish() }  // a holder that fails ends the wait below: the test fails, not hangs
+                try await pool.withConnection { connection in
+                    holding.yield()
+                    try await connection.query(PostgresQuery("SELECT pg_sleep(2.5)"))
                 }
             }
             var iterator = held.makeAsyncIterator()
-            guard await iterator.next() != nil else { return }
+            guard await iterator.next() != nil else { return try await group.waitForAll() }
             // Callers queue one after the other (so that their order is known), while the pool's
             // estimate admits them (about 3.2 s of the 4 s: ten at 0.3 s, fewer if the first hold
             // took longer); one refused at once instead is told apart by its sentence below.
@@ -481,6 +490,30 @@ struct TimingPoolTests {
             }
         }
         #expect(await pool.statistics.waiting == 0)
+        await pool.close()
+    }
+
+    /// The pace the pool reckons with counts only the time every connection was in use: the
+    /// idle gaps between bursts of callers are not a slower pace. Ten bursts of five callers on
+    /// one connection, each holding it 20 ms, 300 ms apart: the pool's reading stays near 20 ms
+    /// (counted with the gaps it would read about 76 ms).
+    @Test func poolPaceCountsOnlyTimeWhenEveryConnectionWasInUse() async throws {
+        let configuration = try TestDatabase.serverConfiguration()
+        let pool = PostgresPool(.init(connection: configuration, maximumConnections: 1))
+        try await pool.query(PostgresQuery("SELECT 1 AS one"))
+        for _ in 0..<10 {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<5 {
+                    group.addTask { try await pool.withConnection { _ in try await Task.sleep(for: .milliseconds(20)) } }
+                }
+                try await group.waitForAll()
+            }
+            try await Task.sleep(for: .milliseconds(300))
+        }
+        // Forty intervals at most were saturated (four a burst): enough for the pace to be
+        // read from them rather than from the hold time.
+        let interval = try #require(pool.servingInterval)
+        #expect(interval >= .milliseconds(19) && interval < .milliseconds(50), "the pool reads \(interval) per caller")
         await pool.close()
     }
 

@@ -419,14 +419,17 @@ private final class HeldLocks: Sendable {
         for key in keys {
             let (release, released) = AsyncStream<Void>.makeStream()
             let (held, holding) = AsyncStream<Void>.makeStream()
-            holders.append(Task {
+            let holder = Task {
+                defer { holding.finish() }  // a holder that fails ends the wait below
                 try await pool.transaction { connection in
                     _ = try await connection.query(PostgresQuery("SELECT pg_advisory_xact_lock($1)", key))
                     holding.yield()
                     for await _ in release { break }
                 }
-            })
-            for await _ in held { break }  // the lock is held
+            }
+            holders.append(holder)
+            var iterator = held.makeAsyncIterator()
+            if await iterator.next() == nil { try await holder.value }  // the lock is held, or its error is thrown
             releases[key] = released
         }
         self.pool = pool
