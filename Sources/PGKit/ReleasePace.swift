@@ -13,7 +13,7 @@ struct ReleasePace {
     /// Intervals in seconds, a ring: `next` is where the next one goes.
     private var intervals: [Double]
     private var next = 0
-    private(set) var count = 0
+    private var count = 0
     private var sum = 0.0
 
     /// Intervals kept: about half a second of a pool serving 2,000 callers a second — long

@@ -136,15 +136,16 @@ extension EndToEndBenchmark {
         return phase
     }
 
-    /// Every 0.5 s while the phase is driven: the engine pool's idle connections and waiting
-    /// callers, and the advances committed in the last half second — whether the pool ever
-    /// ran dry (connections idle while callers were refused) when the goodput fell.
+    /// Every `PoolSample.interval` while the phase is driven: the engine pool's idle
+    /// connections and waiting callers, and the advances committed since the last sample —
+    /// whether the pool ever ran dry (connections idle while callers were refused) when the
+    /// goodput fell.
     private func samplePool(engine: OrderFlowEngine, tally: OverloadTally) async -> [PoolSample] {
         var samples: [PoolSample] = []
         var committedBefore = tally.committedCount
         var next = ContinuousClock.now
         while !Task.isCancelled {
-            next = next + .milliseconds(500)
+            next = next + PoolSample.interval
             try? await Task.sleep(until: next)
             if Task.isCancelled { break }
             let statistics = await engine.pool.statistics
@@ -220,7 +221,7 @@ extension EndToEndBenchmark {
                 {
                     depths.append(depth)
                 }
-                next = next + .milliseconds(500)
+                next = next + PoolSample.interval
                 try? await clock.sleep(until: next)
             }
             return depths
@@ -341,6 +342,9 @@ final class OverloadTally: Sendable {
 }
 
 struct PoolSample: Sendable {
+    /// How often the outbox and the engine pool are sampled while a phase is driven.
+    static let interval: Duration = .milliseconds(500)
+
     var idle: Int
     var waiting: Int
     var committed: Int
@@ -352,7 +356,8 @@ struct PoolSample: Sendable {
     var text: String {
         var text = "\(idle)/\(waiting)/\(committed)"
         if waiting > 0, let pace {
-            text += String(format: " (%.2f|%.2f)", pace * 1000, committed > 0 ? 500 / Double(committed) : .infinity)
+            let milliseconds = Self.interval / .milliseconds(1)
+            text += String(format: " (%.2f|%.2f)", pace * 1000, committed > 0 ? milliseconds / Double(committed) : .infinity)
         }
         return text
     }
