@@ -16,9 +16,8 @@ import Synchronization
 /// longer to serve than most of the time a new caller may wait (80 % of `acquireTimeout`: the
 /// pace wavers under overload, a caller admitted on the edge would time out), the new caller is
 /// refused at once with `PostgresError.Kind.poolBusy` instead of queueing for a timeout it
-/// cannot beat. Under
-/// overload the connections keep working at their pace on the callers that can be served, and
-/// the rest learn it in microseconds, with a `retryAfter`.
+/// cannot beat. Under overload the connections keep working at their pace on the callers that
+/// can be served, and the rest learn it in microseconds, with a `retryAfter`.
 ///
 /// Run the pool in a `ServiceGroup` (or call `close()`) so that connections close at shutdown.
 ///
@@ -548,10 +547,11 @@ public final class PostgresPool: Service, Sendable {
     }
 
     private func release(_ connection: PostgresConnection, heldSince acquired: ContinuousClock.Instant) async {
-        let held = (ContinuousClock.now - acquired).seconds
         let waiter = state.withLock { state -> CheckedContinuation<PostgresConnection?, any Error>?? in
-            state.holdTime = state.holdTime.map { $0 + (held - $0) * Self.holdTimeWeight } ?? held
+            // Read under the lock, so that releases are timed in the order they are counted.
             let now = ContinuousClock.now
+            let held = (now - acquired).seconds
+            state.holdTime = state.holdTime.map { $0 + (held - $0) * Self.holdTimeWeight } ?? held
             if state.lastReleaseServedWaiter, let last = state.lastRelease {
                 state.pace.add((now - last).seconds)
             }

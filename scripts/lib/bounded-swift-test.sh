@@ -1,7 +1,7 @@
 # `swift test` with a time limit: a test that hangs fails the run within the limit and is named,
 # instead of holding CI until its own timeout with nothing said. (Swift Testing's
-# `.timeLimit` reports a test that ran too long but does not end it; a lost continuation in a
-# test once left the whole run waiting with no thread busy.)
+# `.timeLimit` reports a test that ran too long but does not end it; a test waiting for a
+# signal its failed helper never sent once left the whole run waiting with no thread busy.)
 #
 #   bounded_swift_test LOG [swift test arguments…]
 #
