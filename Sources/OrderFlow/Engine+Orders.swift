@@ -117,16 +117,10 @@ extension OrderFlowEngine {
             try Self.validateIdentifier(idempotencyKey, what: "idempotency key")
             try Self.validateIdentifier(expectedState, what: "expected state")
             try Self.validateIdentifier(actor, what: "actor")
-            // The read, the checks, the rendering and the write happen in one visit to a
-            // pooled connection (isolated to it): at most two statements, no other hops.
             let started = Date()
-            let outcome = try await pool.withConnection { [self] connection in
-                try await connection.run { connection in
-                    try await advanceOnConnection(
-                        connection, orderID: orderID, target: target, input: input, idempotencyKey: idempotencyKey,
-                        expectedState: expectedState, actor: actor, started: started)
-                }
-            }
+            let outcome = try await advanceOutcome(
+                orderID: orderID, target: target, input: input, idempotencyKey: idempotencyKey,
+                expectedState: expectedState, actor: actor, started: started)
             switch outcome {
             case .advanced(let result):
                 wakeSignal.signal()
@@ -153,8 +147,12 @@ extension OrderFlowEngine {
         case changedMeanwhile(assumedState: String)
     }
 
-    private func advanceOnConnection(
-        _ connection: isolated PostgresConnection, orderID: String, target: String, input: JSONValue,
+    /// An advance's read (only when this process does not know the order), checks, rendering
+    /// and write. The write is committed together with other callers' (group commit), and no
+    /// connection is held while it waits for its group: the read takes one and gives it back,
+    /// an order this process knows needs none until its group runs.
+    private func advanceOutcome(
+        orderID: String, target: String, input: JSONValue,
         idempotencyKey: String?, expectedState: String?, actor: String?, started: Date
     ) async throws -> AdvanceOutcome {
         // Without an idempotency key (whose earlier use only the database knows), an order this
@@ -162,19 +160,46 @@ extension OrderFlowEngine {
         if idempotencyKey == nil, let cached = orderCache.entry(for: orderID) {
             do {
                 let outcome = try await advance(
-                    connection, orderID: orderID, known: cached, target: target, input: input, idempotencyKey: nil,
+                    orderID: orderID, known: cached, target: target, input: input, idempotencyKey: nil,
                     expectedState: expectedState, actor: actor)
                 guard case .changedMeanwhile = outcome else { return outcome }
                 // The cache was stale, or another caller won a race: read and decide again, but
                 // report a conflict if the order changed after this call began.
                 orderCache.forget(orderID)
-                let updatedAt = try await orderStore.updatedAt(connection, orderID: orderID)
+                let updatedAt = try await pool.withConnection { [orderStore] connection in
+                    try await connection.run { connection in try await orderStore.updatedAt(connection, orderID: orderID) }
+                }
                 if let updatedAt, updatedAt >= started { return outcome }
             } catch is OrderFlowError {
                 // Refused on what may be stale knowledge: decide again from the database.
                 orderCache.forget(orderID)
             }
         }
+        let read = try await pool.withConnection { [self] connection in
+            try await connection.run { connection in
+                try await readForAdvance(connection, orderID: orderID, idempotencyKey: idempotencyKey)
+            }
+        }
+        switch read {
+        case .replay(let seq):
+            return .replay(seq: seq)
+        case .known(let known):
+            return try await advance(
+                orderID: orderID, known: known, target: target, input: input, idempotencyKey: idempotencyKey,
+                expectedState: expectedState, actor: actor)
+        }
+    }
+
+    private enum ReadForAdvance: Sendable {
+        /// The idempotency key's first use made this transition.
+        case replay(seq: Int)
+        case known(OrderCache.Entry)
+    }
+
+    /// The order as an advance needs it, read with the idempotency key's earlier use (if any).
+    private func readForAdvance(
+        _ connection: isolated PostgresConnection, orderID: String, idempotencyKey: String?
+    ) async throws -> ReadForAdvance {
         let current = try await orderStore.orderForAdvance(connection, orderID: orderID, idempotencyKey: idempotencyKey)
         guard let current else { throw Self.orderNotFound(orderID) }
         if let replaySeq = try current.decode("replay_seq", as: Int?.self) { return .replay(seq: replaySeq) }
@@ -189,18 +214,16 @@ extension OrderFlowEngine {
            cached.workflowVersion == known.workflowVersion {
             known.startOverhead = cached.startOverhead
         }
-        return try await advance(
-            connection, orderID: orderID, known: known, target: target, input: input, idempotencyKey: idempotencyKey,
-            expectedState: expectedState, actor: actor)
+        return .known(known)
     }
 
     /// Checks, renders and writes a transition from what is `known` of the order.
     private func advance(
-        _ connection: isolated PostgresConnection, orderID: String, known: OrderCache.Entry, target: String,
+        orderID: String, known: OrderCache.Entry, target: String,
         input: JSONValue, idempotencyKey: String?, expectedState: String?, actor: String?
     ) async throws -> AdvanceOutcome {
         let state = known.state
-        let workflow = try await workflows.workflow(named: known.workflowName, version: known.workflowVersion, on: connection)
+        let workflow = try await workflows.workflow(named: known.workflowName, version: known.workflowVersion)
         if let expectedState, expectedState.lowercased() != state.lowercased() {
             guard workflow.states.contains(where: { $0.name.lowercased() == expectedState.lowercased() }) else {
                 throw OrderFlowError(
@@ -228,7 +251,7 @@ extension OrderFlowEngine {
         let written: Int?
         do throws(PostgresError) {
             written = try await orderStore.writeTransition(
-                connection, orderID: orderID, from: state, expectedSeq: known.seq, to: transition.to, event: transition.event,
+                orderID: orderID, from: state, expectedSeq: known.seq, to: transition.to, event: transition.event,
                 content: PostgresJSON(content.text), input: validInput.postgresJSON, rendered: rendering.json.postgresJSON,
                 actor: actor, idempotencyKey: idempotencyKey, commandKind: rendering.isEnd ? "end" : "update", at: now)
         } catch {
@@ -254,7 +277,9 @@ extension OrderFlowEngine {
             seq: newSeq, isFinal: workflow.isFinal(transition.to), attributes: known.attributes,
             content: rendering.content, createdAt: known.createdAt, updatedAt: now, stateEnteredAt: now)
         if case .broadcast = workflow.lifecycle.audience {
-            order.channel = try await orderStore.channel(connection, orderID: orderID)
+            order.channel = try await pool.withConnection { [orderStore] connection in
+                try await connection.run { connection in try await orderStore.channel(connection, orderID: orderID) }
+            }
         }
         let record = TransitionRecord(
             seq: newSeq, from: state, to: transition.to, event: transition.event, input: validInput,

@@ -164,7 +164,9 @@ public final class PostgresPool: Service, Sendable {
     /// For statements that need not see each other's effects beyond what a serial run in one
     /// transaction gives (each sees the earlier ones' writes), and outside a transaction. The
     /// caller keeps holding its connection while it waits, so the pool's admission control
-    /// (`poolBusy`) counts it as it counts any caller.
+    /// (`poolBusy`) counts it as it counts any caller — and a group can hold no more statements
+    /// than the pool has connections. Callers that hold none for anything else use
+    /// ``queryCommittingTogether(_:batch:)``.
     ///
     /// `batch`, when given, is the same statement written once for many: each of its
     /// parameters `$n` is an array (`$n::text[]`, `$n::jsonb[]`, …) holding parameter `$n` of
@@ -178,14 +180,64 @@ public final class PostgresPool: Service, Sendable {
     public func queryCommittingTogether(
         _ query: PostgresQuery, batch: StaticString? = nil, on connection: PostgresConnection
     ) async throws(PostgresError) -> PostgresRows {
+        guard configuration.commitGroups > 0 else { return try await connection.query(query) }
+        return try await committingTogether(query, batch: batch, connection: connection)
+    }
+
+    /// Runs one statement committed together with other callers' statements, as
+    /// ``queryCommittingTogether(_:batch:on:)`` does, for a caller that holds no connection:
+    /// while it waits for a group it holds none either, and only the caller who runs a group
+    /// takes one from the pool for it (waiting its turn there like any caller). So groups are
+    /// not bounded by the pool's size: 64 callers on 8 connections gather into groups of
+    /// dozens, one commit each, where each holding a connection would cap them at 8
+    /// (`orderflow-bench http`, BENCHMARKS.md, 2026-11-27).
+    ///
+    /// Admission control: a statement that would wait longer than 80 % of `acquireTimeout` for
+    /// the groups ahead of it, at the pace groups have committed lately, is refused at once
+    /// (`poolBusy`, with a `retryAfter`), as the pool refuses a caller for a connection. When
+    /// the caller running a group cannot get a connection (busy, timed out, the server gone),
+    /// every statement of the group gets that error; none of them ran.
+    public func queryCommittingTogether(
+        _ query: PostgresQuery, batch: StaticString? = nil
+    ) async throws(PostgresError) -> PostgresRows {
+        guard configuration.commitGroups > 0 else {
+            let connection = try await acquireConnection()
+            let acquired = ContinuousClock.now
+            let result = await Self.result { () throws(PostgresError) in try await connection.query(query) }
+            await release(connection, heldSince: acquired)
+            return try result.get()
+        }
+        return try await committingTogether(query, batch: batch, connection: nil)
+    }
+
+    /// `acquire()` with its errors as they are: a `PostgresError` (only those are thrown there).
+    private func acquireConnection() async throws(PostgresError) -> PostgresConnection {
+        do {
+            return try await acquire()
+        } catch let error as PostgresError {
+            throw error
+        } catch {
+            throw PostgresError(.connectionFailed, "could not take a connection from the pool: \(error)")
+        }
+    }
+
+    private static func result<T>(
+        _ body: () async throws(PostgresError) -> T
+    ) async -> Result<T, PostgresError> {
+        do throws(PostgresError) { return .success(try await body()) } catch { return .failure(error) }
+    }
+
+    /// `queryCommittingTogether`'s common part; `connection` nil: the caller holds none.
+    private func committingTogether(
+        _ query: PostgresQuery, batch: StaticString?, connection: PostgresConnection?
+    ) async throws(PostgresError) -> PostgresRows {
         let limit = configuration.commitGroups
-        guard limit > 0 else { return try await connection.query(query) }
         let turn: GroupTurn = await withUnsafeContinuation { continuation in
-            let leads = commitGroups.withLock { groups -> [GroupMember]? in
+            let arrival = commitGroups.withLock { groups -> GroupArrival in
                 let own = GroupMember(query: query, batch: batch, continuation: nil)
                 if groups.inFlight == 0 {
                     groups.start(size: 1)
-                    return [own]
+                    return .lead([own])
                 }
                 // Beside a group in flight, a new one starts only once it is as large as the last
                 // one started: the statements that wait meanwhile would otherwise go out in
@@ -196,19 +248,43 @@ public final class PostgresPool: Service, Sendable {
                     groups.start(size: count + 1)
                     // The arriving caller runs it, so it comes first (any serial order of
                     // concurrent statements will do; the first member is the one that runs).
-                    return [own] + groups.waiting.prefix(count)
+                    return .lead([own] + groups.waiting.prefix(count))
+                }
+                // Holding no connection, nothing else bounds the queue: refuse a statement that
+                // could not be committed in time at the pace groups go now.
+                if connection == nil, let wait = groups.expectedWait(position: groups.waiting.count + 1),
+                   wait > configuration.acquireTimeout.seconds * Self.admissionMargin {
+                    return .refused(groupBusyError(waiting: groups.waiting.count, wait: wait))
                 }
                 groups.waiting.append(GroupMember(query: query, batch: batch, continuation: continuation))
-                return nil
+                return .wait
             }
-            if let leads { continuation.resume(returning: .lead(leads)) }
+            switch arrival {
+            case .lead(let members): continuation.resume(returning: .lead(members))
+            case .refused(let error): continuation.resume(returning: .done(.failure(error)))
+            case .wait: break
+            }
         }
         switch turn {
         case .done(let result):
             return try result.get()
         case .lead(let members):
             let started = ContinuousClock.now
-            let (results, batch) = await runGroup(members, on: connection)
+            let results: [Result<PostgresRows, PostgresError>]
+            let batch: BatchOutcome?
+            if let connection {
+                (results, batch) = await runGroup(members, on: connection)
+            } else {
+                // The caller running the group takes a connection for it, and only for it.
+                do throws(PostgresError) {
+                    let taken = try await acquireConnection()
+                    let acquired = ContinuousClock.now
+                    (results, batch) = await runGroup(members, on: taken)
+                    await release(taken, heldSince: acquired)
+                } catch {
+                    (results, batch) = (Array(repeating: .failure(error), count: members.count), nil)
+                }
+            }
             let took = ContinuousClock.now - started
             // The next group, if statements came meanwhile and this was the last group in flight
             // or they are as many as a group beside others must be: its first caller runs it.
@@ -528,6 +604,17 @@ public final class PostgresPool: Service, Sendable {
         value < 0.01 ? "\((value * 10_000).rounded() / 10) ms" : "\(Int((value * 1000).rounded())) ms"
     }
 
+    /// A statement refused a place among those waiting for a group (see
+    /// `queryCommittingTogether(_:batch:)`).
+    private func groupBusyError(waiting: Int, wait: Double) -> PostgresError {
+        var error = PostgresError(
+            .poolBusy,
+            "busy: \(waiting) \(waiting == 1 ? "statement is" : "statements are") waiting to be committed ahead of this one, "
+                + "about \(Self.seconds(wait)) of work at the pace groups commit now, longer than it may wait; retry shortly")
+        error.retryAfter = .milliseconds(Int64((wait * 1000).rounded(.up)))
+        return error
+    }
+
     /// A waiter's deadline passed.
     private func timeoutError(_ state: State) -> PostgresError {
         let maximum = configuration.maximumConnections
@@ -719,16 +806,34 @@ private struct CommitGroups {
     /// last group started (at least two).
     var besideThreshold: Int { max(2, lastStarted) }
 
+    /// Seconds a group took per statement in it, lately (moving average); nil before the first.
+    var secondsPerStatement: Double?
+
+    /// How long a statement `position` places back in the queue would wait, at the pace of the
+    /// last groups with as many in flight as now; nil before any group ended.
+    func expectedWait(position: Int) -> Double? {
+        secondsPerStatement.map { Double(position) * $0 / Double(max(1, inFlight)) }
+    }
+
     mutating func record(size: Int, took: Duration, batch: BatchOutcome?) {
         groupsRun += 1
         statementsRun += size
         timeInFlight += took
+        let perStatement = took.seconds / Double(size)
+        secondsPerStatement = secondsPerStatement.map { $0 + (perStatement - $0) / 16 } ?? perStatement
         switch batch {
         case .ran?: batchesRun += 1
         case .failed?: batchesFailed += 1
         case nil: break
         }
     }
+}
+
+/// What a statement arriving for a group does: run a group now, wait for one, or go away.
+private enum GroupArrival {
+    case lead([GroupMember])
+    case wait
+    case refused(PostgresError)
 }
 
 /// Whether a group ran as its batch form, or tried to and failed (for `groupStatistics`).

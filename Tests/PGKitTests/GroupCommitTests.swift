@@ -385,6 +385,78 @@ struct GroupCommitTests {
         await pool.close()
     }
 
+    /// Callers that hold no connection (`queryCommittingTogether(_:batch:)`) hold none while
+    /// they wait either: a group is not capped at the pool's size.
+    @Test func callersHoldingNoConnectionGatherIntoAGroupLargerThanThePool() async throws {
+        var configuration = PostgresPool.Configuration(connection: try await TestDatabase.fresh(prefix: "group"), maximumConnections: 2)
+        configuration.commitGroups = 1
+        let pool = PostgresPool(configuration)
+        try await pool.query(PostgresQuery("CREATE TABLE t (v text PRIMARY KEY)"))
+        let locks = try await HeldLocks(database: pool.configuration.connection, keys: [1])
+        let values = (0..<20).map { String(format: "v%02d", $0) }
+        let transactions = try await withThrowingTaskGroup(of: String?.self) { group in
+            group.addTask {
+                _ = try await pool.queryCommittingTogether(PostgresQuery("SELECT pg_advisory_xact_lock($1) AS locked", 1))
+                return nil
+            }
+            try await Self.waitUntil("the first group is in flight") { pool.groupStatistics.groupsInFlight == 1 }
+            for value in values {
+                group.addTask {
+                    try await pool.queryCommittingTogether(
+                        PostgresQuery("INSERT INTO t (v) VALUES ($1) RETURNING txid_current()::text AS tx", value)
+                    ).single().decode("tx", as: String.self)
+                }
+            }
+            try await Self.waitUntil("all 20 wait for the next group") { pool.groupStatistics.waiting == 20 }
+            let statistics = await pool.statistics
+            #expect(statistics.open - statistics.idle == 1, "only the group in flight holds a connection: \(statistics)")
+            locks.release(1)
+            return try await group.reduce(into: [String]()) { if let tx = $1 { $0.append(tx) } }
+        }
+        #expect(transactions.count == 20)
+        #expect(Set(transactions).count == 1, "one group, one transaction, for 20 statements on a pool of 2: \(Set(transactions))")
+        #expect(try await Self.stored(pool) == values)
+        await locks.close()
+        await pool.close()
+    }
+
+    /// Nothing else bounds how many wait for a group when none holds a connection: a statement
+    /// that would wait longer than most of `acquireTimeout`, at the pace the last group went, is
+    /// refused at once and says busy; the ones admitted commit.
+    @Test func aStatementThatCouldNotCommitInTimeIsRefusedAtOnce() async throws {
+        var configuration = PostgresPool.Configuration(connection: try await TestDatabase.fresh(prefix: "group"), maximumConnections: 2)
+        configuration.commitGroups = 1
+        configuration.acquireTimeout = .seconds(1)
+        let pool = PostgresPool(configuration)
+        try await pool.query(PostgresQuery("CREATE TABLE t (v text PRIMARY KEY)"))
+        // The pace: a group of one that took at least 0.5 s. Admitted while the wait ahead is
+        // under 0.8 s: the first to wait (0.5 s or so), never the second (at least 1 s).
+        _ = try await pool.queryCommittingTogether(PostgresQuery("SELECT pg_sleep(0.5)"))
+        let locks = try await HeldLocks(database: pool.configuration.connection, keys: [1])
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { _ = try await pool.queryCommittingTogether(PostgresQuery("SELECT pg_advisory_xact_lock($1) AS locked", 1)) }
+            try await Self.waitUntil("the first group is in flight") { pool.groupStatistics.groupsInFlight == 1 }
+            group.addTask { _ = try await pool.queryCommittingTogether(PostgresQuery("INSERT INTO t (v) VALUES ('admitted')")) }
+            try await Self.waitUntil("the first statement waits") { pool.groupStatistics.waiting == 1 }
+            let asked = ContinuousClock.now
+            do {
+                _ = try await pool.queryCommittingTogether(PostgresQuery("INSERT INTO t (v) VALUES ('refused')"))
+                Issue.record("admitted a statement that could not be committed in time")
+            } catch let error as PostgresError {
+                #expect(ContinuousClock.now - asked < .milliseconds(300), "refused at once, not after a wait")
+                #expect(error.kind == .poolBusy)
+                #expect(error.message.hasPrefix("busy: 1 statement is waiting to be committed ahead of this one, about "), "\(error.message)")
+                let retryAfter = try #require(error.retryAfter)
+                #expect(retryAfter >= .seconds(1), "\(retryAfter)")
+            }
+            locks.release(1)
+            try await group.waitForAll()
+        }
+        #expect(try await Self.stored(pool) == ["admitted"])
+        await locks.close()
+        await pool.close()
+    }
+
     @Test func withoutGroupsEveryStatementRunsAlone() async throws {
         var configuration = PostgresPool.Configuration(connection: try await TestDatabase.fresh(prefix: "group"), maximumConnections: 4)
         configuration.commitGroups = 0

@@ -96,13 +96,14 @@ struct OrderStore: Sendable {
     /// nil when the order moved meanwhile (nothing is written then). A unique violation means
     /// the idempotency key was used concurrently.
     func writeTransition(
-        _ connection: isolated PostgresConnection, orderID: String, from state: String, expectedSeq: Int, to target: String,
+        orderID: String, from state: String, expectedSeq: Int, to target: String,
         event: String?, content: PostgresJSON, input: PostgresJSON, rendered: PostgresJSON, actor: String?,
         idempotencyKey: String?, commandKind: String, at time: Date
     ) async throws(PostgresError) -> Int? {
         // Committed together with other callers' advances when several come at once (one
         // round trip and one commit for the group); each still commits exactly once, with its
-        // history and outbox rows, or fails on its own (`queryCommittingTogether`).
+        // history and outbox rows, or fails on its own (`queryCommittingTogether`). The caller
+        // holds no connection while it waits: groups are not capped at the pool's size.
         let written = try await pool.queryCommittingTogether(PostgresQuery("""
             WITH moved AS (
                 UPDATE orders SET state = $3, seq = seq + 1, content = $4::jsonb, updated_at = $5, state_entered_at = $5
@@ -118,7 +119,7 @@ struct OrderStore: Sendable {
             )
             SELECT seq FROM moved
             """, merchantID, orderID, target, content, time, expectedSeq, state, event, input, rendered, actor,
-            idempotencyKey, commandKind), batch: Self.writeTransitions, on: connection)
+            idempotencyKey, commandKind), batch: Self.writeTransitions)
         return try written.first?.decode("seq", as: Int.self)
     }
 

@@ -99,21 +99,6 @@ public actor WorkflowCatalog {
         cache.withLock { $0[VersionKey(name: name, version: version)] }
     }
 
-    /// A version read through a connection the caller already holds (a pool of one
-    /// connection must not need a second one), parsed once and cached.
-    func workflow(named name: String, version: Int, on connection: isolated PostgresConnection) async throws -> Workflow {
-        if let cached = cachedWorkflow(named: name, version: version) { return cached }
-        guard let row = try await connection.query(PostgresQuery(
-            "SELECT source FROM workflow_versions WHERE merchant_id = $1 AND name = $2 AND version = $3",
-            merchantID, name, version)).first
-        else {
-            throw OrderFlowError(.notFound, "version \(version) of workflow \"\(name)\" does not exist")
-        }
-        let workflow = try WorkflowLoader.load(yaml: try row.decode("source", as: String.self), file: "\(name)@\(version)")
-        cache.withLock { $0[VersionKey(name: name, version: version)] = workflow }
-        return workflow
-    }
-
     /// The newest version of `name`.
     public func latest(named name: String) async throws -> (version: Int, workflow: Workflow) {
         let stored = try await stored(named: name, version: nil)
