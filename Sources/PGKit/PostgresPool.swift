@@ -269,23 +269,26 @@ public final class PostgresPool: Service, Sendable {
         case .done(let result):
             return try result.get()
         case .lead(let members):
-            let started = ContinuousClock.now
             let results: [Result<PostgresRows, PostgresError>]
             let batch: BatchOutcome?
+            // How long the group ran on its connection (its pace, for admission control).
+            let took: Duration
             if let connection {
+                let started = ContinuousClock.now
                 (results, batch) = await runGroup(members, on: connection)
+                took = ContinuousClock.now - started
             } else {
                 // The caller running the group takes a connection for it, and only for it.
                 do throws(PostgresError) {
                     let taken = try await acquireConnection()
                     let acquired = ContinuousClock.now
                     (results, batch) = await runGroup(members, on: taken)
+                    took = ContinuousClock.now - acquired
                     await release(taken, heldSince: acquired)
                 } catch {
-                    (results, batch) = (Array(repeating: .failure(error), count: members.count), nil)
+                    (results, batch, took) = (Array(repeating: .failure(error), count: members.count), nil, .zero)
                 }
             }
-            let took = ContinuousClock.now - started
             // The next group, if statements came meanwhile and this was the last group in flight
             // or they are as many as a group beside others must be: its first caller runs it.
             let next = commitGroups.withLock { groups -> [GroupMember]? in
@@ -609,8 +612,8 @@ public final class PostgresPool: Service, Sendable {
     private func groupBusyError(waiting: Int, wait: Double) -> PostgresError {
         var error = PostgresError(
             .poolBusy,
-            "busy: \(waiting) \(waiting == 1 ? "statement is" : "statements are") waiting to be committed ahead of this one, "
-                + "about \(Self.seconds(wait)) of work at the pace groups commit now, longer than it may wait; retry shortly")
+            "busy: the statements waiting to be committed ahead of this one (\(waiting)) are about \(Self.seconds(wait)) "
+                + "of work at the pace groups commit now, longer than it may wait; retry shortly")
         error.retryAfter = .milliseconds(Int64((wait * 1000).rounded(.up)))
         return error
     }
@@ -819,12 +822,15 @@ private struct CommitGroups {
         groupsRun += 1
         statementsRun += size
         timeInFlight += took
-        let perStatement = took.seconds / Double(size)
-        secondsPerStatement = secondsPerStatement.map { $0 + (perStatement - $0) / 16 } ?? perStatement
         switch batch {
         case .ran?: batchesRun += 1
         case .failed?: batchesFailed += 1
         case nil: break
+        }
+        // A group whose runner got no connection ran nothing: it says nothing of the pace.
+        if took > .zero {
+            let perStatement = took.seconds / Double(size)
+            secondsPerStatement = secondsPerStatement.map { $0 + (perStatement - $0) / 16 } ?? perStatement
         }
     }
 }
