@@ -8,11 +8,12 @@ import Testing
 /// commit together in the next one, and each still commits exactly once or fails on its own.
 @Suite("PostgreSQL group commit", .timeLimit(.minutes(2)))  // a test past it (a lost wake-up) is reported as failed
 struct GroupCommitTests {
-    /// A pool that lets `groups` groups be in flight (one unless said), and a table with a
-    /// unique column.
-    private static func pool(groups: Int = 1) async throws -> PostgresPool {
-        var configuration = PostgresPool.Configuration(connection: try await TestDatabase.fresh(prefix: "group"), maximumConnections: 8)
+    /// A pool of `connections` that lets `groups` groups be in flight (one unless said), and a
+    /// table with a unique column.
+    private static func pool(groups: Int = 1, connections: Int = 8, acquireTimeout: Duration = .seconds(10)) async throws -> PostgresPool {
+        var configuration = PostgresPool.Configuration(connection: try await TestDatabase.fresh(prefix: "group"), maximumConnections: connections)
         configuration.commitGroups = groups
+        configuration.acquireTimeout = acquireTimeout
         let pool = PostgresPool(configuration)
         try await pool.query(PostgresQuery("CREATE TABLE t (v text PRIMARY KEY)"))
         return pool
@@ -389,10 +390,7 @@ struct GroupCommitTests {
     /// Callers that hold no connection (`queryCommittingTogether(_:batch:)`) hold none while
     /// they wait either: a group is not capped at the pool's size.
     @Test func callersHoldingNoConnectionGatherIntoAGroupLargerThanThePool() async throws {
-        var configuration = PostgresPool.Configuration(connection: try await TestDatabase.fresh(prefix: "group"), maximumConnections: 2)
-        configuration.commitGroups = 1
-        let pool = PostgresPool(configuration)
-        try await pool.query(PostgresQuery("CREATE TABLE t (v text PRIMARY KEY)"))
+        let pool = try await Self.pool(connections: 2)
         let locks = try await HeldLocks(database: pool.configuration.connection, keys: [1])
         let values = (0..<20).map { String(format: "v%02d", $0) }
         let transactions = try await withThrowingTaskGroup(of: String?.self) { group in
@@ -425,11 +423,7 @@ struct GroupCommitTests {
     /// that would wait longer than most of `acquireTimeout` (80 %), at the pace the last group
     /// went, is refused at once and says busy; the ones admitted commit.
     @Test func aStatementThatCouldNotCommitInTimeIsRefusedAtOnce() async throws {
-        var configuration = PostgresPool.Configuration(connection: try await TestDatabase.fresh(prefix: "group"), maximumConnections: 2)
-        configuration.commitGroups = 1
-        configuration.acquireTimeout = .seconds(10)
-        let pool = PostgresPool(configuration)
-        try await pool.query(PostgresQuery("CREATE TABLE t (v text PRIMARY KEY)"))
+        let pool = try await Self.pool(connections: 2, acquireTimeout: .seconds(10))
         // The pace: a group of one that ran at least 2 s (a loaded machine adds to it). Waiters
         // are admitted while the wait ahead is under 8 s: the first (2 s, or a little more) is,
         // the fifth (at least 10 s) never is; where between them depends on the machine.
@@ -475,10 +469,7 @@ struct GroupCommitTests {
     }
 
     @Test func withoutGroupsEveryStatementRunsAlone() async throws {
-        var configuration = PostgresPool.Configuration(connection: try await TestDatabase.fresh(prefix: "group"), maximumConnections: 4)
-        configuration.commitGroups = 0
-        let pool = PostgresPool(configuration)
-        try await pool.query(PostgresQuery("CREATE TABLE t (v text PRIMARY KEY)"))
+        let pool = try await Self.pool(groups: 0, connections: 4)
         let transactions = try await withThrowingTaskGroup(of: String.self) { group in
             for value in ["a", "b", "c", "d"] {
                 group.addTask { try await Self.insert(value, into: pool) }
