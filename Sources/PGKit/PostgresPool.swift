@@ -29,7 +29,9 @@ public final class PostgresPool: Service, Sendable {
         public var connection: PostgresConfiguration
         /// At most this many connections at once. Default 8.
         public var maximumConnections: Int = 8
-        /// How long `withConnection` waits for a free connection. Default 10 s.
+        /// How long `withConnection` waits for a free connection (and, 80 % of it, how long a
+        /// statement may expect to wait for its commit group, see `queryCommittingTogether`).
+        /// Default 10 s.
         public var acquireTimeout: Duration = .seconds(10)
         /// At most this many groups of `queryCommittingTogether` statements in flight at once
         /// (each on one connection, run by one server process). Statements that come while a
@@ -137,8 +139,8 @@ public final class PostgresPool: Service, Sendable {
         try await withConnection { connection in try await connection.query(query) }
     }
 
-    /// Runs one statement on `connection` (which the caller holds from this pool), committed
-    /// together with other callers' statements when several come at once: group commit.
+    /// Runs one statement committed together with other callers' statements when several come
+    /// at once: group commit.
     ///
     /// With no group in flight the statement runs at once, alone. While one is in flight, a
     /// statement waits for a later group. A new group starts beside those in flight (up to
@@ -147,13 +149,24 @@ public final class PostgresPool: Service, Sendable {
     /// group ends, the statements waiting go out as the next group if it was the last group in
     /// flight (whoever waits, however few) or if they reach that size; the first of them runs
     /// it. So a statement waits at most for the groups in flight when it came (and, with more
-    /// than 64 waiting, for its turn among them). The caller who runs a group runs the whole of
-    /// it on the connection it holds, as one pipeline and one transaction
-    /// (`PostgresConnection`'s `queryGroup`): one round trip, one commit and one wake-up of the
-    /// server for all of them, instead of one each. (A second group started as soon as one was
-    /// in flight held two or three statements with 8 callers, each group run serially by its
-    /// own server process, and did no better than one group at a time; one at a time left a
-    /// core idle. BENCHMARKS.md, 2026-11-27.)
+    /// than 64 waiting, for its turn among them). The caller who runs a group takes a connection
+    /// from the pool (waiting its turn there like any caller) and runs the whole group on it, as
+    /// one pipeline and one transaction (`PostgresConnection`'s `queryGroup`): one round trip,
+    /// one commit and one wake-up of the server for all of them, instead of one each. (A second
+    /// group started as soon as one was in flight held two or three statements with 8 callers,
+    /// each group run serially by its own server process, and did no better than one group at a
+    /// time; one at a time left a core idle. BENCHMARKS.md, 2026-11-27.)
+    ///
+    /// A statement waiting for its group holds no connection, so groups are not bounded by the
+    /// pool's size: 64 callers on 8 connections gather into groups of dozens, where callers
+    /// each holding a connection through their group's commit were capped at 8 (`orderflow-bench
+    /// http`, BENCHMARKS.md, 2026-11-27, session 20). Nothing else bounds the waiting, so it has
+    /// its own admission control: a statement that would wait longer than 80 % of
+    /// `acquireTimeout` for the groups ahead of it, at the pace groups ran lately on their
+    /// connections, is refused at once (`poolBusy`, with a `retryAfter`), as the pool refuses a
+    /// caller for a connection. When the caller running a group cannot get a connection (busy,
+    /// timed out, the server gone), every statement of the group gets that error; none of them
+    /// ran.
     ///
     /// Each statement commits exactly once, or fails on its own: when a group fails (one of its
     /// statements is refused, a deadlock with another group), nothing of it was committed, and
@@ -162,11 +175,7 @@ public final class PostgresPool: Service, Sendable {
     /// group get that error (as a statement alone would: its outcome is unknown).
     ///
     /// For statements that need not see each other's effects beyond what a serial run in one
-    /// transaction gives (each sees the earlier ones' writes), and outside a transaction. The
-    /// caller keeps holding its connection while it waits, so the pool's admission control
-    /// (`poolBusy`) counts it as it counts any caller — and a group can hold no more statements
-    /// than the pool has connections. Callers that hold none for anything else use
-    /// ``queryCommittingTogether(_:batch:)``.
+    /// transaction gives (each sees the earlier ones' writes), and outside a transaction.
     ///
     /// `batch`, when given, is the same statement written once for many: each of its
     /// parameters `$n` is an array (`$n::text[]`, `$n::jsonb[]`, …) holding parameter `$n` of
@@ -178,26 +187,6 @@ public final class PostgresPool: Service, Sendable {
     /// rows that statement would get in some serial order of the group; when it fails, each
     /// statement runs alone, as above.
     public func queryCommittingTogether(
-        _ query: PostgresQuery, batch: StaticString? = nil, on connection: PostgresConnection
-    ) async throws(PostgresError) -> PostgresRows {
-        guard configuration.commitGroups > 0 else { return try await connection.query(query) }
-        return try await committingTogether(query, batch: batch, connection: connection)
-    }
-
-    /// Runs one statement committed together with other callers' statements, as
-    /// ``queryCommittingTogether(_:batch:on:)`` does, for a caller that holds no connection:
-    /// while it waits for a group it holds none either, and only the caller who runs a group
-    /// takes one from the pool for it (waiting its turn there like any caller). So groups are
-    /// not bounded by the pool's size: 64 callers on 8 connections gather into groups of
-    /// dozens, one commit each, where each holding a connection would cap them at 8
-    /// (`orderflow-bench http`, BENCHMARKS.md, 2026-11-27).
-    ///
-    /// Admission control: a statement that would wait longer than 80 % of `acquireTimeout` for
-    /// the groups ahead of it, at the pace groups have committed lately, is refused at once
-    /// (`poolBusy`, with a `retryAfter`), as the pool refuses a caller for a connection. When
-    /// the caller running a group cannot get a connection (busy, timed out, the server gone),
-    /// every statement of the group gets that error; none of them ran.
-    public func queryCommittingTogether(
         _ query: PostgresQuery, batch: StaticString? = nil
     ) async throws(PostgresError) -> PostgresRows {
         guard configuration.commitGroups > 0 else {
@@ -207,7 +196,7 @@ public final class PostgresPool: Service, Sendable {
             await release(connection, heldSince: acquired)
             return try result.get()
         }
-        return try await committingTogether(query, batch: batch, connection: nil)
+        return try await committingTogether(query, batch: batch)
     }
 
     /// `acquire()` with its errors as they are: a `PostgresError` (only those are thrown there).
@@ -227,10 +216,8 @@ public final class PostgresPool: Service, Sendable {
         do throws(PostgresError) { return .success(try await body()) } catch { return .failure(error) }
     }
 
-    /// `queryCommittingTogether`'s common part; `connection` nil: the caller holds none.
-    private func committingTogether(
-        _ query: PostgresQuery, batch: StaticString?, connection: PostgresConnection?
-    ) async throws(PostgresError) -> PostgresRows {
+    /// `queryCommittingTogether` with groups on.
+    private func committingTogether(_ query: PostgresQuery, batch: StaticString?) async throws(PostgresError) -> PostgresRows {
         let limit = configuration.commitGroups
         let turn: GroupTurn = await withUnsafeContinuation { continuation in
             let arrival = commitGroups.withLock { groups -> GroupArrival in
@@ -252,7 +239,7 @@ public final class PostgresPool: Service, Sendable {
                 }
                 // Holding no connection, nothing else bounds the queue: refuse a statement that
                 // could not be committed in time at the pace groups go now.
-                if connection == nil, let wait = groups.expectedWait(position: groups.waiting.count + 1),
+                if let wait = groups.expectedWait(position: groups.waiting.count + 1),
                    wait > configuration.acquireTimeout.seconds * Self.admissionMargin {
                     return .refused(groupBusyError(waiting: groups.waiting.count, wait: wait))
                 }
@@ -273,21 +260,15 @@ public final class PostgresPool: Service, Sendable {
             let batch: BatchOutcome?
             // How long the group ran on its connection (its pace, for admission control).
             let took: Duration
-            if let connection {
-                let started = ContinuousClock.now
+            // The caller running the group takes a connection for it, and only for it.
+            do throws(PostgresError) {
+                let connection = try await acquireConnection()
+                let acquired = ContinuousClock.now
                 (results, batch) = await runGroup(members, on: connection)
-                took = ContinuousClock.now - started
-            } else {
-                // The caller running the group takes a connection for it, and only for it.
-                do throws(PostgresError) {
-                    let taken = try await acquireConnection()
-                    let acquired = ContinuousClock.now
-                    (results, batch) = await runGroup(members, on: taken)
-                    took = ContinuousClock.now - acquired
-                    await release(taken, heldSince: acquired)
-                } catch {
-                    (results, batch, took) = (Array(repeating: .failure(error), count: members.count), nil, .zero)
-                }
+                took = ContinuousClock.now - acquired
+                await release(connection, heldSince: acquired)
+            } catch {
+                (results, batch, took) = (Array(repeating: .failure(error), count: members.count), nil, .zero)
             }
             // The next group, if statements came meanwhile and this was the last group in flight
             // or they are as many as a group beside others must be: its first caller runs it.

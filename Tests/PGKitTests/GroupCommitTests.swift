@@ -55,9 +55,7 @@ struct GroupCommitTests {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<count {
                 group.addTask {
-                    try await pool.withConnection { connection in
-                        _ = try await pool.queryCommittingTogether(PostgresQuery("SELECT pg_advisory_xact_lock($1) AS locked", key), on: connection)
-                    }
+                    _ = try await pool.queryCommittingTogether(PostgresQuery("SELECT pg_advisory_xact_lock($1) AS locked", key))
                 }
             }
             try await group.waitForAll()
@@ -75,23 +73,13 @@ struct GroupCommitTests {
 
     /// Runs a group of one for a while, so that the statements sent meanwhile wait and form a group.
     private static func occupy(_ pool: PostgresPool, seconds: Double) async throws {
-        try await pool.withConnection { connection in
-            _ = try await pool.queryCommittingTogether(PostgresQuery("SELECT pg_sleep($1)", seconds), on: connection)
-        }
+        _ = try await pool.queryCommittingTogether(PostgresQuery("SELECT pg_sleep($1)", seconds))
     }
 
     private static func insert(_ value: String, into pool: PostgresPool) async throws(PostgresError) -> String {
-        do {
-            return try await pool.withConnection { connection in
-                try await pool.queryCommittingTogether(
-                    PostgresQuery("INSERT INTO t (v) VALUES ($1) RETURNING txid_current()::text AS tx", value), on: connection
-                ).single().decode("tx", as: String.self)
-            }
-        } catch let error as PostgresError {
-            throw error
-        } catch {
-            throw PostgresError(.unexpectedResult, "\(error)")
-        }
+        try await pool.queryCommittingTogether(
+            PostgresQuery("INSERT INTO t (v) VALUES ($1) RETURNING txid_current()::text AS tx", value)
+        ).single().decode("tx", as: String.self)
     }
 
     private static func stored(_ pool: PostgresPool) async throws -> [String] {
@@ -148,22 +136,19 @@ struct GroupCommitTests {
     /// `insert`, with a batch form: the group's values as one array, each row naming its
     /// statement. Which of the two ran is in the answer (`form`).
     private static func insertBatched(_ value: String, note: String?, into pool: PostgresPool) async throws -> (tx: String, form: String, stored: String) {
-        try await pool.withConnection { connection in
-            let row = try await pool.queryCommittingTogether(
-                PostgresQuery("""
-                    INSERT INTO notes (v, note) VALUES ($1, $2) RETURNING v, note IS NULL AS null_note, txid_current()::text AS tx, 'alone' AS form
-                    """, value, note),
-                batch: """
-                    WITH i AS (SELECT * FROM unnest((SELECT $1::text[]), (SELECT $2::text[])) WITH ORDINALITY AS i(v, note, batch_ordinal)),
-                         added AS (INSERT INTO notes (v, note) SELECT v, note FROM i RETURNING v, note)
-                    SELECT i.batch_ordinal, added.v, added.note IS NULL AS null_note, txid_current()::text AS tx, 'batch' AS form
-                    FROM added JOIN i USING (v)
-                    """,
-                on: connection
-            ).single()
-            let stored = try row.decode("v", as: String.self) + (try row.decode("null_note", as: Bool.self) ? " (no note)" : "")
-            return (try row.decode("tx", as: String.self), try row.decode("form", as: String.self), stored)
-        }
+        let row = try await pool.queryCommittingTogether(
+            PostgresQuery("""
+                INSERT INTO notes (v, note) VALUES ($1, $2) RETURNING v, note IS NULL AS null_note, txid_current()::text AS tx, 'alone' AS form
+                """, value, note),
+            batch: """
+                WITH i AS (SELECT * FROM unnest((SELECT $1::text[]), (SELECT $2::text[])) WITH ORDINALITY AS i(v, note, batch_ordinal)),
+                     added AS (INSERT INTO notes (v, note) SELECT v, note FROM i RETURNING v, note)
+                SELECT i.batch_ordinal, added.v, added.note IS NULL AS null_note, txid_current()::text AS tx, 'batch' AS form
+                FROM added JOIN i USING (v)
+                """
+        ).single()
+        let stored = try row.decode("v", as: String.self) + (try row.decode("null_note", as: Bool.self) ? " (no note)" : "")
+        return (try row.decode("tx", as: String.self), try row.decode("form", as: String.self), stored)
     }
 
     /// A group whose statements have a batch form runs as that one statement: one transaction,
@@ -258,11 +243,9 @@ struct GroupCommitTests {
             for value in ["p", "q", "r"] {
                 group.addTask {
                     do {
-                        _ = try await pool.withConnection { connection in
-                            try await pool.queryCommittingTogether(
-                                PostgresQuery("INSERT INTO t (v) VALUES ($1) RETURNING v", value),
-                                batch: "INSERT INTO t (v) SELECT unnest((SELECT $1::text[])) RETURNING v", on: connection)
-                        }
+                        _ = try await pool.queryCommittingTogether(
+                            PostgresQuery("INSERT INTO t (v) VALUES ($1) RETURNING v", value),
+                            batch: "INSERT INTO t (v) SELECT unnest((SELECT $1::text[])) RETURNING v")
                         return .success(())
                     } catch let error as PostgresError {
                         return .failure(error)
