@@ -190,30 +190,31 @@ public final class PostgresPool: Service, Sendable {
         _ query: PostgresQuery, batch: StaticString? = nil
     ) async throws(PostgresError) -> PostgresRows {
         guard configuration.commitGroups > 0 else {
-            let connection = try await acquireConnection()
-            let acquired = ContinuousClock.now
-            let result = await Self.result { () throws(PostgresError) in try await connection.query(query) }
-            await release(connection, heldSince: acquired)
-            return try result.get()
+            // Grouping off: the statement alone, on a connection of its own.
+            return try await runTakingConnection([GroupMember(query: query, batch: nil, continuation: nil)]).results[0].get()
         }
         return try await committingTogether(query, batch: batch)
     }
 
-    /// `acquire()` with its errors as they are: a `PostgresError` (only those are thrown there).
-    private func acquireConnection() async throws(PostgresError) -> PostgresConnection {
+    /// Takes a connection, runs `members` on it as a group (see `runGroup`) and gives it back:
+    /// each member's answer, the batch outcome, and how long the group held the connection
+    /// (zero when none could be taken: then every member gets that error, and none ran).
+    private func runTakingConnection(
+        _ members: [GroupMember]
+    ) async -> (results: [Result<PostgresRows, PostgresError>], batch: BatchOutcome?, took: Duration) {
+        let connection: PostgresConnection
         do {
-            return try await acquire()
-        } catch let error as PostgresError {
-            throw error
+            connection = try await acquire()
         } catch {
-            throw PostgresError(.connectionFailed, "could not take a connection from the pool: \(error)")
+            let refused = error as? PostgresError
+                ?? PostgresError(.connectionFailed, "could not take a connection from the pool: \(error)")
+            return (Array(repeating: .failure(refused), count: members.count), nil, .zero)
         }
-    }
-
-    private static func result<T>(
-        _ body: () async throws(PostgresError) -> T
-    ) async -> Result<T, PostgresError> {
-        do throws(PostgresError) { return .success(try await body()) } catch { return .failure(error) }
+        let acquired = ContinuousClock.now
+        let (results, batch) = await runGroup(members, on: connection)
+        let took = ContinuousClock.now - acquired
+        await release(connection, heldSince: acquired)
+        return (results, batch, took)
     }
 
     /// `queryCommittingTogether` with groups on.
@@ -256,20 +257,9 @@ public final class PostgresPool: Service, Sendable {
         case .done(let result):
             return try result.get()
         case .lead(let members):
-            let results: [Result<PostgresRows, PostgresError>]
-            let batch: BatchOutcome?
-            // How long the group ran on its connection (its pace, for admission control).
-            let took: Duration
-            // The caller running the group takes a connection for it, and only for it.
-            do throws(PostgresError) {
-                let connection = try await acquireConnection()
-                let acquired = ContinuousClock.now
-                (results, batch) = await runGroup(members, on: connection)
-                took = ContinuousClock.now - acquired
-                await release(connection, heldSince: acquired)
-            } catch {
-                (results, batch, took) = (Array(repeating: .failure(error), count: members.count), nil, .zero)
-            }
+            // The caller running the group takes a connection for it, and only for it; the time
+            // the group held it is the pace admission control reckons with.
+            let (results, batch, took) = await runTakingConnection(members)
             // The next group, if statements came meanwhile and this was the last group in flight
             // or they are as many as a group beside others must be: its first caller runs it.
             let next = commitGroups.withLock { groups -> [GroupMember]? in
