@@ -2,6 +2,7 @@ import Foundation
 import OrderFlow
 import OrderFlowTesting
 import PGKit
+import PostgresTesting
 import Testing
 
 /// The merchant's event feed (what `GET /v1/events` streams), the customer's app's credential
@@ -78,6 +79,33 @@ struct FeedAndAppDoorTests {
             return events.count == 2
         }
         #expect(events == ["OLD#2", "NEW#1"], "in the order of the transactions, the late one first")
+        await fixture.shutdown()
+    }
+
+    @Test("a long transaction in another database of the server does not hold the feed back; one in this database does")
+    func otherDatabasesDoNotHoldTheFeed() async throws {
+        let fixture = try await EngineFixture.make()
+        let engine = fixture.engine
+        let start = try await engine.feedCursorNow()
+        let elsewhere = try await PostgresConnection.connect(try await TestDatabase.fresh(prefix: "elsewhere"))
+        // Another application's long batch job: a transaction with an id, open for the whole test.
+        try await elsewhere.query(PostgresQuery("BEGIN"))
+        try await elsewhere.query(PostgresQuery("SELECT pg_current_xact_id()"))
+        try await fixture.createFoodOrder("A1")
+        #expect(try await engine.feedEvents(after: start).events.map(\.orderID) == ["A1"],
+                "at once, though a transaction older than the creation is still running elsewhere")
+        let later = try await engine.feedCursorNow()
+        // The same in this database holds it back until it ends: it could still write an event.
+        try await engine.pool.withConnection { connection in
+            try await connection.query(PostgresQuery("BEGIN"))
+            try await connection.query(PostgresQuery("SELECT pg_current_xact_id()"))
+            try await fixture.createFoodOrder("A2")
+            #expect(try await engine.feedEvents(after: later).events.isEmpty)
+            try await connection.query(PostgresQuery("COMMIT"))
+        }
+        #expect(try await engine.feedEvents(after: later).events.map(\.orderID) == ["A2"])
+        try await elsewhere.query(PostgresQuery("COMMIT"))
+        await elsewhere.close()
         await fixture.shutdown()
     }
 

@@ -3,8 +3,9 @@ import PGKit
 
 /// The SQL of the merchant's event feed: its transitions and push attempts in the order their
 /// transactions ended. Rows carry the id of the transaction that wrote them (migration 3); a
-/// read stops before the oldest transaction still running, so a transaction that commits after
-/// a younger one is never skipped by a reader that already went past the younger one.
+/// read stops before the oldest transaction of this database still running
+/// (`orderflow_feed_horizon()`, migration 6), so a transaction that commits after a younger one
+/// is never skipped by a reader that already went past the younger one.
 struct FeedStore: Sendable {
     let pool: PostgresPool
     let merchantID: String
@@ -14,7 +15,7 @@ struct FeedStore: Sendable {
     /// at most `limit` rows.
     func events(fromTransaction: UInt64?, limit: Int) async throws -> PostgresRows {
         try await pool.query(PostgresQuery("""
-            WITH horizon AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin)
+            WITH horizon AS MATERIALIZED (SELECT orderflow_feed_horizon() AS xmin)
             SELECT tx::text AS tx, kind, order_id, workflow_name, seq, from_state, to_state, event, actor, at,
                    delivery_id, device_id, outcome, status, reason
             FROM (
@@ -42,7 +43,7 @@ struct FeedStore: Sendable {
     /// this transaction or a later one (where a feed that starts "from now" begins).
     func horizon() async throws -> UInt64 {
         let text: String = try await pool.query(PostgresQuery(
-            "SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin")).single().decode("xmin")
+            "SELECT orderflow_feed_horizon()::text AS xmin")).single().decode("xmin")
         guard let value = UInt64(text) else { throw OrderFlowError(.unexpected, "the server's transaction horizon \(text) is not a number") }
         return value
     }
