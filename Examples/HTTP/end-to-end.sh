@@ -19,10 +19,14 @@ field() { python3 -c 'import json, sys; print(json.load(sys.stdin)'"$1"')'; }
 backend() { curl -sS --fail-with-body -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' "$@"; }
 app() { curl -sS --fail-with-body -H "Authorization: Bearer $SECRET" -H 'Content-Type: application/json' "$@"; }
 
-# The live feed, from now on, for 20 seconds at most (a board or a backend keeps it open).
-curl -sSN --max-time 20 -H "Authorization: Bearer $KEY" "$API/v1/events" >"$EVENTS" &
+# The live feed, from now on (a board or a backend keeps it open; this script stops it at the
+# end, or curl after two minutes). "From now" is when the server answers: its first line.
+curl -sSN --max-time 120 -H "Authorization: Bearer $KEY" "$API/v1/events" >"$EVENTS" &
 feed=$!
-sleep 0.3
+for _ in $(seq 100); do
+  grep -q '^: OrderFlow events' "$EVENTS" && break
+  sleep 0.1
+done
 
 backend -X POST "$API/v1/workflows" -H 'Content-Type: application/yaml' --data-binary @workflows/food-order.yaml >/dev/null
 SECRET=$(backend -X POST "$API/v1/orders" -H "Idempotency-Key: create-$ORDER" \

@@ -229,14 +229,17 @@ struct MerchantAppsTests {
         apns.pushes(forToken: token).first { $0.aps?["content-state"]?["status"]?.stringValue == "preparing" }
     }
 
-    /// Every push arrived within 2 s of its order's commit (a push held behind the other
-    /// merchant's backoff or pause would wait far longer; unhindered, it takes milliseconds).
+    /// Every push arrived within 5 s of its order's commit: a push held behind the other
+    /// merchant's pause would wait for its 60 s `pausedRetryInterval`; unhindered it takes
+    /// milliseconds, and the bound leaves room for a machine loaded by the whole parallel run
+    /// (2 s was once missed by 61 ms there). Bravo's backoff and throttle hold (≤ 400 ms here)
+    /// are below what any wall-clock bound can tell apart on such a machine.
     static func expectPromptDelivery(_ apns: LocalAPNSServer, committed: [String: Date],
                                      sourceLocation: SourceLocation = #_sourceLocation) {
         let delays = committed.compactMap { token, at in preparingPush(apns, token: token).map { $0.receivedAt.timeIntervalSince(at) } }
         #expect(delays.count == committed.count, sourceLocation: sourceLocation)
         let slowest = delays.max() ?? 0
-        #expect(slowest < 2, "alpha's pushes were held up: the slowest arrived \(Int(slowest * 1000)) ms after its commit", sourceLocation: sourceLocation)
+        #expect(slowest < 5, "alpha's pushes were held up: the slowest arrived \(Int(slowest * 1000)) ms after its commit", sourceLocation: sourceLocation)
     }
 
 }
