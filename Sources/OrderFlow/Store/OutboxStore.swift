@@ -14,7 +14,19 @@ struct OutboxStore: Sendable {
 
     // MARK: Claim
 
-    /// Leases up to `limit` orders that have commands due and no live lease.
+    /// What a claim leased: the orders read, and those whose row could not be read (their
+    /// leases are kept, so they are looked at again when the lease expires, not in a hot loop).
+    struct ClaimedBatch: Sendable {
+        var orders: [OutboxOrder] = []
+        var unreadable: [(order: String, error: String)] = []
+
+        var isEmpty: Bool { orders.isEmpty && unreadable.isEmpty }
+    }
+
+    /// Leases up to `limit` orders that have commands due and no live lease, and reads them: each
+    /// with its due commands, followers' activities and tokens, and the transitions not every
+    /// follower has seen (at most `maximumTransitions` newest, always including the current one).
+    /// One statement: the claim and the read are one round trip, on the path of every push.
     ///
     /// Candidates come from the ready commands in `(available_at, id)` order (the index), joined
     /// to their orders so that orders leased by other workers are passed over; the order rows
@@ -23,12 +35,18 @@ struct OutboxStore: Sendable {
     /// Only the orders of `merchants` (a NULL set is every merchant's), none of `excluded`'s
     /// (merchants whose pushes are paused or held back).
     ///
+    /// The read is of the statement's snapshot, so an order and its history agree. A transition
+    /// that commits after that snapshot (before the lock) is not read, nor its command: the
+    /// completion deletes only the commands read, so the next claim takes it.
+    ///
     /// The claim's commit does not wait for the WAL flush (`synchronous_commit` off for this
     /// transaction only): it is on the path of every push, and a lease lost in a crash loses
     /// nothing — the commands are still there, and the next claim takes them (the completion
     /// after the send waits for its flush, and with it for the claim's).
-    func claim(workerID: String, limit: Int, lease: Duration, merchants: MerchantScope, excluding excluded: [String] = []) async throws -> [OrderKey] {
-        try await pool.query(PostgresQuery("""
+    func claim(workerID: String, limit: Int, lease: Duration, merchants: MerchantScope, excluding excluded: [String] = [],
+               maximumTransitions: Int) async throws -> ClaimedBatch
+    {
+        let rows = try await pool.query(PostgresQuery("""
             WITH no_flush_wait AS MATERIALIZED (
                 SELECT set_config('synchronous_commit', 'off', true) AS setting
             ), candidates AS (
@@ -51,24 +69,13 @@ struct OutboxStore: Sendable {
                 WHERE o.dispatch_lease_until IS NULL OR o.dispatch_lease_until < now()
                 LIMIT $2
                 FOR UPDATE OF o SKIP LOCKED
+            ), claimed AS (
+                UPDATE orders o
+                SET dispatch_lease_until = now() + make_interval(secs => $3), dispatch_owner = $1
+                FROM locked
+                WHERE o.merchant_id = locked.merchant_id AND o.order_id = locked.order_id
+                RETURNING o.merchant_id, o.order_id
             )
-            UPDATE orders o
-            SET dispatch_lease_until = now() + make_interval(secs => $3), dispatch_owner = $1
-            FROM locked
-            WHERE o.merchant_id = locked.merchant_id AND o.order_id = locked.order_id
-            RETURNING o.merchant_id, o.order_id
-            """, workerID, limit, lease.inSeconds, merchants.boundMerchantIDs, excluded)
-        ).map { OrderKey(merchantID: try $0.decode("merchant_id"), orderID: try $0.decode("order_id")) }
-    }
-
-    // MARK: Load
-
-    /// Reads the claimed orders with their due commands, followers' activities and tokens, and
-    /// the transitions not every follower has seen (at most `maximumTransitions` newest, always
-    /// including the current one): one snapshot, so an order and its history agree.
-    func load(_ keys: [OrderKey], maximumTransitions: Int) async throws -> [OutboxOrder] {
-        guard !keys.isEmpty else { return [] }
-        let rows = try await pool.query(PostgresQuery("""
             SELECT o.merchant_id, o.order_id, o.workflow_name, o.workflow_version, o.state, o.seq, o.attributes,
                    COALESCE((SELECT t.input FROM order_transitions t
                              WHERE t.merchant_id = o.merchant_id AND t.order_id = o.order_id AND t.seq = 1),
@@ -118,7 +125,7 @@ struct OutboxStore: Sendable {
                                          SELECT c.last_seq FROM order_channels c
                                          WHERE c.merchant_id = o.merchant_id AND c.order_id = o.order_id))
                                    ORDER BY t.seq DESC
-                                   LIMIT $3) h),
+                                   LIMIT $6) h),
                             '[]'::json) AS transitions,
                    (SELECT json_build_object(
                                'state', c.state, 'channelID', c.channel_id, 'bundleID', c.bundle_id,
@@ -129,26 +136,31 @@ struct OutboxStore: Sendable {
                                'openedAt', extract(epoch FROM c.opened_at), 'deletedAt', extract(epoch FROM c.deleted_at))
                     FROM order_channels c
                     WHERE c.merchant_id = o.merchant_id AND c.order_id = o.order_id) AS channel
-            FROM orders o
-            JOIN unnest($1::text[], $2::text[]) AS k(merchant_id, order_id)
-              ON o.merchant_id = k.merchant_id AND o.order_id = k.order_id
-            """, keys.map(\.merchantID), keys.map(\.orderID), maximumTransitions))
+            FROM claimed k
+            JOIN orders o ON o.merchant_id = k.merchant_id AND o.order_id = k.order_id
+            """, workerID, limit, lease.inSeconds, merchants.boundMerchantIDs, excluded, maximumTransitions))
         let decoder = JSONDecoder()
-        return try rows.map { row in
-            OutboxOrder(
-                merchantID: try row.decode("merchant_id"),
-                orderID: try row.decode("order_id"),
-                workflowName: try row.decode("workflow_name"),
-                workflowVersion: try row.decode("workflow_version"),
-                state: try row.decode("state"),
-                seq: try row.decode("seq"),
-                attributes: try JSONValue(postgres: row.decode("attributes")),
-                startInput: try JSONValue(postgres: row.decode("start_input")),
-                commands: try decoder.decode([OutboxCommand].self, from: Data(row.decode("commands", as: String.self).utf8)),
-                activities: try decoder.decode([OutboxActivity].self, from: Data(row.decode("activities", as: String.self).utf8)),
-                transitions: try OutboxTransition.list(json: row.decode("transitions", as: String.self)),
-                channel: try row.decode("channel", as: String?.self).map { try decoder.decode(OutboxChannel.self, from: Data($0.utf8)) })
+        var batch = ClaimedBatch()
+        for row in rows {
+            do {
+                batch.orders.append(OutboxOrder(
+                    merchantID: try row.decode("merchant_id"),
+                    orderID: try row.decode("order_id"),
+                    workflowName: try row.decode("workflow_name"),
+                    workflowVersion: try row.decode("workflow_version"),
+                    state: try row.decode("state"),
+                    seq: try row.decode("seq"),
+                    attributes: try JSONValue(postgres: row.decode("attributes")),
+                    startInput: try JSONValue(postgres: row.decode("start_input")),
+                    commands: try decoder.decode([OutboxCommand].self, from: Data(row.decode("commands", as: String.self).utf8)),
+                    activities: try decoder.decode([OutboxActivity].self, from: Data(row.decode("activities", as: String.self).utf8)),
+                    transitions: try OutboxTransition.list(json: row.decode("transitions", as: String.self)),
+                    channel: try row.decode("channel", as: String?.self).map { try decoder.decode(OutboxChannel.self, from: Data($0.utf8)) }))
+            } catch {
+                batch.unreadable.append(((try? row.decode("order_id", as: String.self)) ?? "?", "\(error)"))
+            }
         }
+        return batch
     }
 
     // MARK: Complete
@@ -318,16 +330,6 @@ struct OutboxStore: Sendable {
             """, workerID, json(completion.deliveries), json(completion.activities),
             json(completion.deadPushToStartTokens), json(completion.deadAlertTokens),
             json(completion.handledCommands), json(completion.deferrals), json(completion.released)))
-    }
-
-    /// Ends this worker's leases on `keys` without touching their commands.
-    func release(workerID: String, _ keys: [OrderKey]) async throws {
-        guard !keys.isEmpty else { return }
-        try await pool.query(PostgresQuery("""
-            UPDATE orders o SET dispatch_lease_until = NULL, dispatch_owner = NULL
-            FROM unnest($2::text[], $3::text[]) AS k(merchant_id, order_id)
-            WHERE o.merchant_id = k.merchant_id AND o.order_id = k.order_id AND o.dispatch_owner = $1
-            """, workerID, keys.map(\.merchantID), keys.map(\.orderID)))
     }
 
     // MARK: Housekeeping

@@ -164,12 +164,13 @@ public final class OrderFlowWorker: Service, Sendable {
         var idle = configuration.idlePollMinimum
         var failures = 0
         while !stopping.isSet && !Task.isCancelled {
-            let claimed: [OutboxStore.OrderKey]
+            let claimed: OutboxStore.ClaimedBatch
             do {
                 // The orders of paused or held-back merchants wait in the queue; the others flow.
                 claimed = try await store.claim(
                     workerID: configuration.workerID, limit: configuration.batchSize, lease: configuration.lease,
-                    merchants: configuration.merchants, excluding: await heldMerchants())
+                    merchants: configuration.merchants, excluding: await heldMerchants(),
+                    maximumTransitions: configuration.maximumTransitionsMerged)
                 failures = 0
             } catch {
                 if Task.isCancelled { return }
@@ -202,25 +203,20 @@ public final class OrderFlowWorker: Service, Sendable {
             }
             idle = configuration.idlePollMinimum
             // A full batch: more may be waiting; another loop claims them meanwhile.
-            if claimed.count >= configuration.batchSize { doorbell.ring() }
-            await dispatch(claimed)
+            if claimed.orders.count + claimed.unreadable.count >= configuration.batchSize { doorbell.ring() }
+            for (orderID, error) in claimed.unreadable {
+                logger.error("cannot read a claimed order; it is looked at again when its lease expires", metadata: [
+                    "orderflow.order": "\(orderID)", "orderflow.error": "\(error)"])
+            }
+            await dispatch(claimed.orders)
         }
     }
 
     // MARK: One batch
 
-    /// Loads, merges, sends and records one claimed batch. Errors are logged; leases of orders
-    /// that could not be finished are given back (or, when the task is cancelled, left to expire).
-    private func dispatch(_ keys: [OutboxStore.OrderKey]) async {
-        let orders: [OutboxOrder]
-        do {
-            orders = try await store.load(keys, maximumTransitions: configuration.maximumTransitionsMerged)
-        } catch {
-            logger.error("cannot read claimed orders; releasing them", metadata: ["orderflow.error": "\(error)"])
-            if !Task.isCancelled { try? await store.release(workerID: configuration.workerID, keys) }
-            return
-        }
-
+    /// Merges, sends and records one claimed batch. Errors are logged; leases of orders that
+    /// could not be finished expire.
+    private func dispatch(_ orders: [OutboxOrder]) async {
         // Broadcast orders first: their channel must exist before their followers are started
         // (the push-to-start carries its id), and each merged update is one broadcast.
         let channelOutcomes = await advanceChannels(orders)
@@ -259,9 +255,6 @@ public final class OrderFlowWorker: Service, Sendable {
             }
             planned.append((order, first..<plans.count, channel))
         }
-        let loaded = Set(orders.map { OutboxStore.OrderKey(merchantID: $0.merchantID, orderID: $0.orderID) })
-        let vanished = keys.filter { !loaded.contains($0) }
-
         let attempts = await send(plans)
         if Task.isCancelled { return }  // as after a crash: the leases expire, the orders are sent again
 
@@ -298,14 +291,13 @@ public final class OrderFlowWorker: Service, Sendable {
             }
             completion.released.append(.init(merchantID: order.merchantID, orderID: order.orderID))
         }
-        completion.released += vanished.map { .init(merchantID: $0.merchantID, orderID: $0.orderID) }
 
         do {
             try await store.complete(workerID: configuration.workerID, completion)
         } catch {
             // The pushes went out but are not recorded: they may be sent again after the lease.
             logger.error("cannot record a batch; its orders are retried when their leases expire", metadata: [
-                "orderflow.error": "\(error)", "orderflow.orders": "\(keys.count)",
+                "orderflow.error": "\(error)", "orderflow.orders": "\(orders.count)",
             ])
             return
         }
@@ -642,7 +634,6 @@ private final class AttemptLog: Sendable {
 
     var attempts: [[PushAttempt]] { storage.withLock { $0 } }
 }
-
 
 // MARK: - Broadcast channels
 
