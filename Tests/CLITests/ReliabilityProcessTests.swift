@@ -106,7 +106,10 @@ struct ReliabilityProcessTests {
         async let secondApply = cli.run("workflow", "apply", Fixtures.foodOrder)
         for result in try await [firstApply, secondApply] { #expect(result.status == 0, "\(result)") }
 
-        let setup = try await WorkerProcessSetup.make(database: database, cli: cli, applyWorkflow: false)
+        // No worker dies here, so the lease is a production-like 30 s: two live workers must never
+        // send the same push, also when 30 processes starting at once stall one for seconds
+        // (with 2 s leases a stalled batch was once claimed and sent again by the other worker).
+        let setup = try await WorkerProcessSetup.make(database: database, cli: cli, applyWorkflow: false, lease: 30)
         let versions: Int = try await setup.engine.pool.query(PostgresQuery(
             "SELECT count(*) AS n FROM workflow_versions WHERE name = 'food-order'")).single().decode("n")
         #expect(versions == 1)

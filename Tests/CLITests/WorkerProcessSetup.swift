@@ -29,7 +29,8 @@ struct WorkerProcessSetup: Sendable {
         return try await make(database: database, cli: try CLI(databaseURL: database.connectionString), applyWorkflow: true)
     }
 
-    static func make(database: PostgresConfiguration, cli: CLI, applyWorkflow: Bool) async throws -> WorkerProcessSetup {
+    /// `lease`: short (2 s) where workers are killed, so that the others take over quickly.
+    static func make(database: PostgresConfiguration, cli: CLI, applyWorkflow: Bool, lease: Int = 2) async throws -> WorkerProcessSetup {
         let engine = OrderFlowEngine(configuration: OrderFlowConfiguration(database: database, maximumConnections: 6))
         if applyWorkflow {
             _ = try await engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
@@ -45,7 +46,7 @@ struct WorkerProcessSetup: Sendable {
         return WorkerProcessSetup(engine: engine, apns: apns, cli: cli, workerArguments: [
             "worker", "run", "--apns-key", keyFile, "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
             "--apns-topic", Self.bundleID, "--apns-url", apns.baseURL, "--apns-ca", caFile,
-            "--lease", "2", "--connections", "3",
+            "--lease", "\(lease)", "--connections", "3",
         ])
     }
 

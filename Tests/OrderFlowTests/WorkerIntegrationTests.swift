@@ -281,6 +281,33 @@ struct WorkerIntegrationTests {
         await h.shutdown()
     }
 
+    @Test func aBatchPastHalfItsLeaseStartsNoMorePushes() async throws {
+        let h = try await WorkerHarness.make()
+        for index in 0..<2 {
+            try await h.createTicker("h\(index)")
+            try await h.engine.registerActivityToken(orderID: "h\(index)", deviceID: "phone", token: EngineFixture.token(60 + index))
+        }
+        // One push at a time, each answered after 1.2 s: the batch's second push would start
+        // past half of its 2 s lease, when another worker could soon claim the order.
+        h.apns.setResponseDelay(.milliseconds(1200))
+        let running = h.start(h.configuration("halfway") {
+            $0.lease = .seconds(2)
+            $0.concurrentSends = 1
+            $0.concurrentBatches = 1
+        })
+        try await h.apns.waitForPushes(count: 2, timeout: .seconds(15))
+        try await eventually("both are recorded") { try await h.pendingCommands() == 0 }
+        try await running.stop()
+        let warnings = h.logs.records.filter { $0.level == .warning && $0.message.contains("half its lease") }
+        #expect(warnings.count == 1, "said for the one batch that ran out: \(warnings.map(\.message))")
+        #expect(h.apns.acceptedCount == 2, "each push once")
+        let attempts = try await h.pool.query(PostgresQuery("SELECT count(*) AS n FROM deliveries"))
+            .single().decode("n", as: Int.self)
+        #expect(attempts == 2, "the push left over was sent by the next claim, not recorded as failed")
+        #expect(try await h.leaseOwners().isEmpty)
+        await h.shutdown()
+    }
+
     @Test func aDeviceWithOnlyAnAlertTokenGetsOrdinaryAlerts() async throws {
         let h = try await WorkerHarness.make()
         let running = h.start(h.configuration())

@@ -165,6 +165,8 @@ public final class OrderFlowWorker: Service, Sendable {
         var failures = 0
         while !stopping.isSet && !Task.isCancelled {
             let claimed: OutboxStore.ClaimedBatch
+            // The leases end `lease` after the claim's now(), which is after this instant.
+            let claimIssued = ContinuousClock.now
             do {
                 // The orders of paused or held-back merchants wait in the queue; the others flow.
                 claimed = try await store.claim(
@@ -208,7 +210,7 @@ public final class OrderFlowWorker: Service, Sendable {
                 logger.error("cannot read a claimed order; it is looked at again when its lease expires", metadata: [
                     "orderflow.order": "\(orderID)", "orderflow.error": "\(error)"])
             }
-            await dispatch(claimed.orders)
+            await dispatch(claimed.orders, lease: BatchLease(claimedBefore: claimIssued, lease: configuration.lease))
         }
     }
 
@@ -216,10 +218,10 @@ public final class OrderFlowWorker: Service, Sendable {
 
     /// Merges, sends and records one claimed batch. Errors are logged; leases of orders that
     /// could not be finished expire.
-    private func dispatch(_ orders: [OutboxOrder]) async {
+    private func dispatch(_ orders: [OutboxOrder], lease: BatchLease) async {
         // Broadcast orders first: their channel must exist before their followers are started
         // (the push-to-start carries its id), and each merged update is one broadcast.
-        let channelOutcomes = await advanceChannels(orders)
+        let channelOutcomes = await advanceChannels(orders, lease: lease)
         if Task.isCancelled { return }
         if !channelOutcomes.isEmpty {
             do {
@@ -255,7 +257,7 @@ public final class OrderFlowWorker: Service, Sendable {
             }
             planned.append((order, first..<plans.count, channel))
         }
-        let attempts = await send(plans)
+        let attempts = await send(plans, lease: lease)
         if Task.isCancelled { return }  // as after a crash: the leases expire, the orders are sent again
 
         var completion = OutboxStore.Completion()
@@ -300,6 +302,11 @@ public final class OrderFlowWorker: Service, Sendable {
                 "orderflow.error": "\(error)", "orderflow.orders": "\(orders.count)",
             ])
             return
+        }
+        if lease.ranOut {
+            logger.warning("a batch took longer than half its lease; pushes not yet started are left to the next claim (is the worker overloaded, or its lease too short?)", metadata: [
+                "orderflow.orders": "\(orders.count)", "orderflow.lease_s": "\(configuration.lease.inSeconds)",
+            ])
         }
         if earliestDeferral.isFinite {
             nextDeferral.withLock { $0 = min($0, earliestDeferral) }
@@ -352,7 +359,7 @@ public final class OrderFlowWorker: Service, Sendable {
     /// Sends every plan's pushes: activities concurrently (bounded), each activity's pushes in
     /// order, stopping at its first failure. At graceful shutdown, sends not yet started are
     /// skipped and those in flight get the grace period. Returns the attempts per plan.
-    private func send(_ plans: [ActivityPlan]) async -> [[PushAttempt]] {
+    private func send(_ plans: [ActivityPlan], lease: BatchLease) async -> [[PushAttempt]] {
         let results = AttemptLog(count: plans.count)
         let indices = plans.indices.filter { !plans[$0].pushes.isEmpty }
         guard !indices.isEmpty else { return results.attempts }
@@ -377,7 +384,7 @@ public final class OrderFlowWorker: Service, Sendable {
                         let route = routes[merchantID]!
                         group.addTask {
                             for push in pushes {
-                                let attempt = await self.attempt(push, merchantID: merchantID, route: route)
+                                let attempt = await self.attempt(push, merchantID: merchantID, route: route, lease: lease)
                                 results.append(attempt, at: index)
                                 guard case .sent = attempt else { break }
                             }
@@ -396,8 +403,14 @@ public final class OrderFlowWorker: Service, Sendable {
         return results.attempts
     }
 
-    private func attempt(_ push: PlannedPush, merchantID: String, route: PushRoute) async -> PushAttempt {
-        if stopping.isSet || route.unusable != nil || pausedUntil(app: route.app) != nil || Task.isCancelled { return .notAttempted }
+    /// Whether a request may start now: not while stopping or paused, and not once the batch's
+    /// lease may be taken over (another worker could then send the same push).
+    private func mayStartSending(route: PushRoute, lease: BatchLease) -> Bool {
+        !(stopping.isSet || route.unusable != nil || pausedUntil(app: route.app) != nil || Task.isCancelled || lease.isRunningOut())
+    }
+
+    private func attempt(_ push: PlannedPush, merchantID: String, route: PushRoute, lease: BatchLease) async -> PushAttempt {
+        guard mayStartSending(route: route, lease: lease) else { return .notAttempted }
         do {
             let request = try push.request(bundleID: route.bundleID)
             let result = try await route.sender.send(request)
@@ -635,12 +648,36 @@ private final class AttemptLog: Sendable {
     var attempts: [[PushAttempt]] { storage.withLock { $0 } }
 }
 
+/// The lease on one claimed batch, by this process's clock. The database ends the leases `lease`
+/// after the claim's `now()`, which comes after `claimedBefore`, so this deadline is never later
+/// than the database's. Requests start only in the lease's first half: the second is for their
+/// answers, so that no request is still in flight when another worker may claim the orders and
+/// send the same pushes (see `WorkerConfiguration.lease`).
+private final class BatchLease: Sendable {
+    private let sendBefore: ContinuousClock.Instant
+    private let tooLate = Atomic<Bool>(false)
+
+    init(claimedBefore: ContinuousClock.Instant, lease: Duration) {
+        sendBefore = claimedBefore + lease / 2
+    }
+
+    /// Whether it is too late to start a request (and notes that it was).
+    func isRunningOut() -> Bool {
+        guard ContinuousClock.now >= sendBefore else { return false }
+        tooLate.store(true, ordering: .relaxed)
+        return true
+    }
+
+    /// Whether a request was not started because the lease was running out.
+    var ranOut: Bool { tooLate.load(ordering: .relaxed) }
+}
+
 // MARK: - Broadcast channels
 
 extension OrderFlowWorker {
     /// Moves a broadcast order's channel on: creates it, broadcasts the unseen transitions as one
     /// request, deletes it after the end. Up to three steps in one pass (create, then broadcast).
-    fileprivate func advanceChannel(_ order: OutboxOrder, _ start: OutboxChannel, route: PushRoute) async -> ChannelOutcome {
+    fileprivate func advanceChannel(_ order: OutboxOrder, _ start: OutboxChannel, route: PushRoute, lease: BatchLease) async -> ChannelOutcome {
         var outcome = ChannelOutcome(channel: start)
         guard let sender = route.sender as? any BroadcastSender else {
             outcome.channel.state = .failed
@@ -662,7 +699,7 @@ extension OrderFlowWorker {
             default:
                 break
             }
-            if stopping.isSet || route.unusable != nil || pausedUntil(app: route.app) != nil || Task.isCancelled {
+            if !mayStartSending(route: route, lease: lease) {
                 outcome.unfinished = true
                 return outcome
             }
@@ -854,7 +891,7 @@ extension OrderFlowWorker {
     }
 
     /// Runs the channel steps of the batch's broadcast orders, concurrently (bounded).
-    fileprivate func advanceChannels(_ orders: [OutboxOrder]) async -> [Int: ChannelOutcome] {
+    fileprivate func advanceChannels(_ orders: [OutboxOrder], lease: BatchLease) async -> [Int: ChannelOutcome] {
         let broadcast = orders.indices.filter { orders[$0].channel != nil }
         guard !broadcast.isEmpty else { return [:] }
         var routes: [String: PushRoute] = [:]
@@ -872,7 +909,7 @@ extension OrderFlowWorker {
                 }
                 let order = orders[index]
                 let route = found[order.merchantID]!
-                group.addTask { (index, await self.advanceChannel(order, order.channel!, route: route)) }
+                group.addTask { (index, await self.advanceChannel(order, order.channel!, route: route, lease: lease)) }
                 running += 1
             }
             for await (done, outcome) in group { results[done] = outcome }

@@ -17,8 +17,11 @@ public struct WorkerConfiguration: Sendable {
     /// that a slow APNs answer for one batch does not hold up the next. Default 4.
     public var concurrentBatches: Int
     /// How long a claimed order belongs to this worker. A worker that dies leaves its orders
-    /// leased until then; keep it above the APNs request timeout so a live worker never loses
-    /// an order mid-send. Default 60 seconds.
+    /// leased until then. A request starts only in the first half of its batch's lease (a
+    /// batch that takes longer leaves the rest to the next claim, with a warning), and the
+    /// second half is for answers: keep it above the APNs request timeout (the lease at least
+    /// twice that timeout), so that no other worker can claim an order while this one may still
+    /// be sending to it. Default 60 seconds.
     public var lease: Duration
     /// Pushes in flight at once within one batch (sequential within one activity). Default 64.
     public var concurrentSends: Int
