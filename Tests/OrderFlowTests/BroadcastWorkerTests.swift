@@ -140,6 +140,7 @@ struct BroadcastWorkerTests {
         _ = try await h.engine.advance("race-2", to: "s1")
         try await h.apns.waitForBroadcasts(count: 1)
         for target in ["s2", "s3", "s4", "done"] { _ = try await h.engine.advance("race-2", to: target) }
+        let burstCommitted = Date()
         try await eventually("the end is broadcast", timeout: .seconds(10)) {
             h.apns.broadcasts().last?.aps?["event"]?.stringValue == "end"
         }
@@ -149,12 +150,20 @@ struct BroadcastWorkerTests {
         try await running.stop()
 
         let broadcasts = h.apns.broadcasts()
-        #expect(broadcasts.count == 2, "s2…done merged into one: \(broadcasts.map { $0.aps?["content-state"]?["step"]?.integerValue })")
+        let steps = broadcasts.map { $0.aps?["content-state"]?["step"]?.integerValue }
+        // The four steps merge into one when they all committed inside the second after the
+        // first broadcast (milliseconds here; a machine loaded enough to take 0.9 s for four
+        // advances would send the ones that missed it a second later, also correctly).
+        if burstCommitted < broadcasts[0].receivedAt.addingTimeInterval(0.9) {
+            #expect(broadcasts.count == 2, "s2…done merged into one: \(steps)")
+        } else {
+            #expect(broadcasts.count <= 4, "the burst took \(burstCommitted.timeIntervalSince(broadcasts[0].receivedAt)) s: \(steps)")
+        }
         #expect(broadcasts.last?.aps?["content-state"]?["step"]?.integerValue == 5)
         #expect(broadcasts.last?.aps?["alert"]?["title"]?.stringValue == "Done", "the newest alert")
         #expect(broadcasts.last?.priority == 10)
-        if broadcasts.count == 2 {
-            let gap = broadcasts[1].receivedAt.timeIntervalSince(broadcasts[0].receivedAt)
+        for (previous, next) in zip(broadcasts, broadcasts.dropFirst()) {
+            let gap = next.receivedAt.timeIntervalSince(previous.receivedAt)
             #expect(gap >= 0.95, "at most one broadcast a second per channel (gap \(gap) s)")
         }
         #expect(try await channelRow(h, "race-2").state == "ended")
