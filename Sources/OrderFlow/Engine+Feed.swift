@@ -87,8 +87,9 @@ extension OrderFlowEngine {
 
     /// The merchant's transitions and push outcomes after `cursor`, in the order their
     /// transactions ended, at most `limit`. Nothing that commits later is ever placed before
-    /// what a reader has already been given: a read stops before the oldest transaction still
-    /// running (a long transaction elsewhere delays the feed, it never loses an event).
+    /// what a reader has already been given: a read stops before the oldest transaction of this
+    /// database still running (a long one delays the feed, it never loses an event; those of
+    /// other databases on the server do not count), and never gives less than a read before it.
     public func feedEvents(after cursor: FeedCursor, limit: Int = 100) async throws -> FeedPage {
         try await translatingErrors {
             let limit = min(max(1, limit), 1_000)
@@ -122,5 +123,5 @@ extension OrderFlowEngine {
         }
     }
 
-    var feedStore: FeedStore { FeedStore(pool: pool, merchantID: configuration.merchantID) }
+    var feedStore: FeedStore { FeedStore(pool: pool, merchantID: configuration.merchantID, floor: feedHorizonFloor) }
 }

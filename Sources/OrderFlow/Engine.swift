@@ -90,6 +90,9 @@ public final class OrderFlowEngine: Sendable {
     /// API keys the database vouched for lately, by prefix (see ``resolveAPIKey(_:)``), shared
     /// with the engines of ``forMerchant(_:)``.
     let apiKeys: SharedMutex<[String: VerifiedAPIKey]>
+    /// The highest feed horizon a read of this process saw (see `FeedStore`), shared with the
+    /// engines of ``forMerchant(_:)``: no later read stops below it.
+    let feedHorizonFloor: SharedMutex<UInt64>
 
     /// The channel workers LISTEN on.
     public static let wakeChannel = "orderflow_wake"
@@ -133,6 +136,7 @@ public final class OrderFlowEngine: Sendable {
             interval: configuration.notifyInterval)
         self.clientKeys = SharedMutex([:])
         self.apiKeys = SharedMutex([:])
+        self.feedHorizonFloor = SharedMutex(0)
         self.ownsPool = true
     }
 
@@ -147,6 +151,7 @@ public final class OrderFlowEngine: Sendable {
         self.wakeSignal = engine.wakeSignal
         self.clientKeys = engine.clientKeys
         self.apiKeys = engine.apiKeys
+        self.feedHorizonFloor = engine.feedHorizonFloor
         self.ownsPool = false
     }
 

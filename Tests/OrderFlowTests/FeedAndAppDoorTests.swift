@@ -109,6 +109,24 @@ struct FeedAndAppDoorTests {
         await fixture.shutdown()
     }
 
+    @Test("a read never gives fewer events than one before it, though the server's horizon reads lower")
+    func feedHorizonNeverGoesBack() async throws {
+        let fixture = try await EngineFixture.make()
+        let engine = fixture.engine
+        let start = try await engine.feedCursorNow()
+        try await fixture.createFoodOrder("M1")
+        try await fixture.createFoodOrder("M2")
+        let seen = try await engine.feedEvents(after: start).events.map(\.orderID)
+        #expect(seen == ["M1", "M2"])
+        // The horizon reads lower now, as when a transaction of another database ends during the
+        // read and so still counts: what was given stays given.
+        try await engine.pool.query(PostgresQuery(
+            "CREATE OR REPLACE FUNCTION orderflow_feed_horizon() RETURNS xid8 LANGUAGE sql STABLE AS $$ SELECT '3'::xid8 $$"))
+        #expect(try await engine.feedEvents(after: start).events.map(\.orderID) == seen)
+        #expect(try await engine.feedCursorNow() > start, "and \"now\" does not move back either")
+        await fixture.shutdown()
+    }
+
     @Test("a client secret grants its order only; altered, it grants nothing")
     func clientSecrets() async throws {
         let fixture = try await EngineFixture.make()

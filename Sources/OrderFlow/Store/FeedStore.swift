@@ -6,17 +6,24 @@ import PGKit
 /// read stops before the oldest transaction of this database still running
 /// (`orderflow_feed_horizon()`, migration 6), so a transaction that commits after a younger one
 /// is never skipped by a reader that already went past the younger one.
+///
+/// That horizon can read lower than an earlier one (a transaction of another database that ends
+/// during the read counts, as its database can no longer be told), so reads also stop no lower
+/// than `floor`, the highest horizon this process saw: every transaction of this database below
+/// a horizon had ended when it was read, and transactions begun since have higher ids. So a
+/// reader never gets fewer events than a read before it gave.
 struct FeedStore: Sendable {
     let pool: PostgresPool
     let merchantID: String
+    let floor: SharedMutex<UInt64>
 
     /// Events of transactions from `fromTransaction` on (all of them when nil) that have ended,
     /// ordered by transaction, then transitions before pushes, then order and sequence;
     /// at most `limit` rows.
     func events(fromTransaction: UInt64?, limit: Int) async throws -> PostgresRows {
-        try await pool.query(PostgresQuery("""
-            WITH horizon AS MATERIALIZED (SELECT orderflow_feed_horizon() AS xmin)
-            SELECT tx::text AS tx, kind, order_id, workflow_name, seq, from_state, to_state, event, actor, at,
+        let rows = try await pool.query(PostgresQuery("""
+            WITH horizon AS MATERIALIZED (SELECT greatest(orderflow_feed_horizon(), $4::text::xid8) AS xmin)
+            SELECT (SELECT xmin::text FROM horizon) AS horizon, tx::text AS tx, kind, order_id, workflow_name, seq, from_state, to_state, event, actor, at,
                    delivery_id, device_id, outcome, status, reason
             FROM (
                 SELECT t.tx, 0 AS kind, t.order_id, o.workflow_name, t.seq, t.from_state, t.to_state, t.event, t.actor,
@@ -36,15 +43,26 @@ struct FeedStore: Sendable {
             ) feed
             ORDER BY feed.tx, kind, order_id, seq, delivery_id
             LIMIT $3
-            """, merchantID, fromTransaction.map(String.init), limit))
+            """, merchantID, fromTransaction.map(String.init), limit, String(floor.withLock { $0 })))
+        // Events were given up to this horizon: later reads go at least as far.
+        if let first = rows.first, let seen = UInt64(try first.decode("horizon", as: String.self)) {
+            raiseFloor(to: seen)
+        }
+        return rows
     }
 
     /// The transaction horizon now: every event a reader will ever see from here on belongs to
     /// this transaction or a later one (where a feed that starts "from now" begins).
     func horizon() async throws -> UInt64 {
         let text: String = try await pool.query(PostgresQuery(
-            "SELECT orderflow_feed_horizon()::text AS xmin")).single().decode("xmin")
+            "SELECT greatest(orderflow_feed_horizon(), $1::text::xid8)::text AS xmin", String(floor.withLock { $0 })))
+            .single().decode("xmin")
         guard let value = UInt64(text) else { throw OrderFlowError(.unexpected, "the server's transaction horizon \(text) is not a number") }
+        raiseFloor(to: value)
         return value
+    }
+
+    private func raiseFloor(to seen: UInt64) {
+        floor.withLock { $0 = max($0, seen) }
     }
 }
