@@ -178,6 +178,50 @@ struct WorkerIntegrationTests {
         await h.shutdown()
     }
 
+    /// A claim reads its orders in its statement's snapshot but locks their newest rows. Here a
+    /// trigger (this test's database only) holds the slow claim for 1.5 s after it leased its
+    /// first order; meanwhile another claim takes the second order, and its completion deletes
+    /// the order's command and ends its lease. When the slow claim then locks that order, what
+    /// its snapshot holds is stale (the command is still there): sending it would repeat the
+    /// push. It must come back as changed, unread.
+    @Test func anOrderChangedAfterTheClaimsSnapshotIsNotReadFromIt() async throws {
+        let h = try await WorkerHarness.make()
+        for id in ["s1", "s2"] {
+            try await h.createTicker(id)
+            try await h.engine.registerActivityToken(orderID: id, deviceID: "phone", token: EngineFixture.token(id == "s1" ? 71 : 72))
+        }
+        try await h.pool.query(PostgresQuery("""
+            CREATE FUNCTION test_hold_slow_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.dispatch_owner = 'slow' AND current_setting('test.held', true) IS DISTINCT FROM 'yes' THEN
+                    PERFORM set_config('test.held', 'yes', true);
+                    PERFORM pg_sleep(1.5);
+                END IF;
+                RETURN NEW;
+            END $$
+            """))
+        try await h.pool.query(PostgresQuery(
+            "CREATE TRIGGER hold_slow_claim BEFORE UPDATE ON orders FOR EACH ROW EXECUTE FUNCTION test_hold_slow_claim()"))
+        let store = OutboxStore(pool: h.pool)
+        let slow = Task {
+            try await store.claim(workerID: "slow", limit: 10, lease: .seconds(30), merchants: .all, maximumTransitions: 10)
+        }
+        try await Task.sleep(for: .milliseconds(500))  // the slow claim has leased one order and waits
+        let fast = try await store.claim(workerID: "fast", limit: 10, lease: .seconds(30), merchants: .all, maximumTransitions: 10)
+        let raced = try #require(fast.orders.first, "the other claim took the order the slow one had not reached")
+        #expect(fast.orders.count == 1 && fast.changed.isEmpty)
+        var completion = OutboxStore.Completion()
+        completion.handledCommands = raced.commands.map { .init(merchantID: raced.merchantID, orderID: raced.orderID, id: $0.id) }
+        completion.released = [.init(merchantID: raced.merchantID, orderID: raced.orderID)]
+        try await store.complete(workerID: "fast", completion)
+
+        let held = try await slow.value
+        #expect(held.orders.map(\.orderID) == ["s1", "s2"].filter { $0 != raced.orderID }, "the order it leased first is read")
+        #expect(held.changed.map(\.orderID) == [raced.orderID], "the raced order is not read from the stale snapshot")
+        #expect(held.orders.allSatisfy { !$0.commands.isEmpty })
+        await h.shutdown()
+    }
+
     @Test func threeWorkersNeverSendTheSamePushTwiceAndLeaveNothingUnsent() async throws {
         let h = try await WorkerHarness.make()
         let pools = (1...3).map { _ in PostgresPool(.init(connection: h.fixture.database, maximumConnections: 4)) }

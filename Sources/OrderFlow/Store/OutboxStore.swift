@@ -14,13 +14,16 @@ struct OutboxStore: Sendable {
 
     // MARK: Claim
 
-    /// What a claim leased: the orders read, and those whose row could not be read (their
-    /// leases are kept, so they are looked at again when the lease expires, not in a hot loop).
+    /// What a claim leased: the orders read; those that changed after the read's snapshot
+    /// (their leases are to be given back at once, for a claim that reads them afresh); and
+    /// those whose row could not be read (their leases are kept, so they are looked at again
+    /// when the lease expires, not in a hot loop).
     struct ClaimedBatch: Sendable {
         var orders: [OutboxOrder] = []
+        var changed: [OrderKey] = []
         var unreadable: [(order: String, error: String)] = []
 
-        var isEmpty: Bool { orders.isEmpty && unreadable.isEmpty }
+        var count: Int { orders.count + changed.count + unreadable.count }
     }
 
     /// Leases up to `limit` orders that have commands due and no live lease, and reads them: each
@@ -35,9 +38,11 @@ struct OutboxStore: Sendable {
     /// Only the orders of `merchants` (a NULL set is every merchant's), none of `excluded`'s
     /// (merchants whose pushes are paused or held back).
     ///
-    /// The read is of the statement's snapshot, so an order and its history agree. A transition
-    /// that commits after that snapshot (before the lock) is not read, nor its command: the
-    /// completion deletes only the commands read, so the next claim takes it.
+    /// The read is of the statement's snapshot, so an order and its history agree; but the lock
+    /// takes the order's newest row. When that is not the row of the snapshot, a transaction
+    /// committed in between — another batch's completion that sent its pushes and released it,
+    /// an advance — and what was read may be stale (sending it could repeat a push): such an
+    /// order comes back in `changed`, unread, to be released for a fresh claim.
     ///
     /// The claim's commit does not wait for the WAL flush (`synchronous_commit` off for this
     /// transaction only): it is on the path of every push, and a lease lost in a crash loses
@@ -63,7 +68,7 @@ struct OutboxStore: Sendable {
                     LIMIT $2 * 4
                 ) ready
             ), locked AS (
-                SELECT o.merchant_id, o.order_id
+                SELECT o.merchant_id, o.order_id, o.xmin AS version
                 FROM orders o
                 JOIN candidates k ON k.merchant_id = o.merchant_id AND k.order_id = o.order_id
                 WHERE o.dispatch_lease_until IS NULL OR o.dispatch_lease_until < now()
@@ -74,9 +79,9 @@ struct OutboxStore: Sendable {
                 SET dispatch_lease_until = now() + make_interval(secs => $3), dispatch_owner = $1
                 FROM locked
                 WHERE o.merchant_id = locked.merchant_id AND o.order_id = locked.order_id
-                RETURNING o.merchant_id, o.order_id
+                RETURNING o.merchant_id, o.order_id, locked.version
             )
-            SELECT o.merchant_id, o.order_id, o.workflow_name, o.workflow_version, o.state, o.seq, o.attributes,
+            SELECT o.merchant_id, o.order_id, o.xmin = k.version AS current, o.workflow_name, o.workflow_version, o.state, o.seq, o.attributes,
                    COALESCE((SELECT t.input FROM order_transitions t
                              WHERE t.merchant_id = o.merchant_id AND t.order_id = o.order_id AND t.seq = 1),
                             '{}'::jsonb) AS start_input,
@@ -143,6 +148,10 @@ struct OutboxStore: Sendable {
         var batch = ClaimedBatch()
         for row in rows {
             do {
+                guard try row.decode("current", as: Bool.self) else {
+                    batch.changed.append(OrderKey(merchantID: try row.decode("merchant_id"), orderID: try row.decode("order_id")))
+                    continue
+                }
                 batch.orders.append(OutboxOrder(
                     merchantID: try row.decode("merchant_id"),
                     orderID: try row.decode("order_id"),

@@ -184,7 +184,7 @@ public final class OrderFlowWorker: Service, Sendable {
                 await stopping.wait(timeout: .seconds(delay))
                 continue
             }
-            if claimed.isEmpty {
+            if claimed.count == 0 {
                 // Nothing due: sleep until a wake-up, the next poll or a deferral falls due.
                 var timeout = idle.inSeconds
                 let due = nextDeferral.withLock { $0 }
@@ -204,21 +204,24 @@ public final class OrderFlowWorker: Service, Sendable {
                 continue
             }
             idle = configuration.idlePollMinimum
-            // A full batch: more may be waiting; another loop claims them meanwhile.
-            if claimed.orders.count + claimed.unreadable.count >= configuration.batchSize { doorbell.ring() }
+            // A full batch: more may be waiting; another loop claims them meanwhile. (Orders that
+            // changed after the claim's snapshot are released with this batch; this loop claims
+            // again at once after it.)
+            if claimed.count >= configuration.batchSize { doorbell.ring() }
             for (orderID, error) in claimed.unreadable {
                 logger.error("cannot read a claimed order; it is looked at again when its lease expires", metadata: [
                     "orderflow.order": "\(orderID)", "orderflow.error": "\(error)"])
             }
-            await dispatch(claimed.orders, lease: BatchLease(claimedBefore: claimIssued, lease: configuration.lease))
+            await dispatch(claimed.orders, releasing: claimed.changed,
+                           lease: BatchLease(claimedBefore: claimIssued, lease: configuration.lease))
         }
     }
 
     // MARK: One batch
 
-    /// Merges, sends and records one claimed batch. Errors are logged; leases of orders that
-    /// could not be finished expire.
-    private func dispatch(_ orders: [OutboxOrder], lease: BatchLease) async {
+    /// Merges, sends and records one claimed batch, and gives back the leases of `released` (not
+    /// read) with it. Errors are logged; leases of orders that could not be finished expire.
+    private func dispatch(_ orders: [OutboxOrder], releasing released: [OutboxStore.OrderKey], lease: BatchLease) async {
         // Broadcast orders first: their channel must exist before their followers are started
         // (the push-to-start carries its id), and each merged update is one broadcast.
         let channelOutcomes = await advanceChannels(orders, lease: lease)
@@ -293,6 +296,7 @@ public final class OrderFlowWorker: Service, Sendable {
             }
             completion.released.append(.init(merchantID: order.merchantID, orderID: order.orderID))
         }
+        completion.released += released.map { .init(merchantID: $0.merchantID, orderID: $0.orderID) }
 
         do {
             try await store.complete(workerID: configuration.workerID, completion)
