@@ -134,8 +134,7 @@ struct WorkerIntegrationTests {
         let running = h.start(h.configuration())
         let token = EngineFixture.token(4)
         h.apns.injectFault(.unregistered(), deviceToken: token)
-        try await h.createTicker("t2")
-        try await h.engine.registerActivityToken(orderID: "t2", deviceID: "phone", token: token)
+        try await h.createTicker("t2", activityToken: token)
         try await eventually("APNs refused the push") { h.apns.rejectedCount == 1 }
         try await eventually("the token is marked dead") { try await h.activity("t2", "phone").status == "gone" }
         #expect(try await h.activity("t2", "phone").updateToken == nil)
@@ -155,8 +154,7 @@ struct WorkerIntegrationTests {
         let running = h.start(h.configuration { $0.maximumAttempts = 3 })
         let token = EngineFixture.token(6)
         h.apns.injectFault(.internalServerError, deviceToken: token)
-        try await h.createTicker("t4")
-        try await h.engine.registerActivityToken(orderID: "t4", deviceID: "phone", token: token)
+        try await h.createTicker("t4", activityToken: token)
         try await eventually("three attempts") { try await h.outcomes("t4").count == 3 }
         try await Task.sleep(for: .milliseconds(300))
         #expect(try await h.outcomes("t4") == ["retry", "retry", "dead"])
@@ -187,8 +185,7 @@ struct WorkerIntegrationTests {
     @Test func anOrderChangedAfterTheClaimsSnapshotIsNotReadFromIt() async throws {
         let h = try await WorkerHarness.make()
         for id in ["s1", "s2"] {
-            try await h.createTicker(id)
-            try await h.engine.registerActivityToken(orderID: id, deviceID: "phone", token: EngineFixture.token(id == "s1" ? 71 : 72))
+            try await h.createTicker(id, activityToken: EngineFixture.token(id == "s1" ? 71 : 72))
         }
         try await h.pool.query(PostgresQuery("""
             CREATE FUNCTION test_hold_slow_claim() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -233,8 +230,7 @@ struct WorkerIntegrationTests {
             for index in 0..<orders {
                 group.addTask {
                     let id = "m\(index)"
-                    try await h.createTicker(id)
-                    try await h.engine.registerActivityToken(orderID: id, deviceID: "phone", token: EngineFixture.token(1000 + index))
+                    try await h.createTicker(id, activityToken: EngineFixture.token(1000 + index))
                     for step in 1...10 { _ = try await h.engine.advance(id, to: "s\(step)") }
                     _ = try await h.engine.advance(id, to: "done")
                 }
@@ -274,8 +270,7 @@ struct WorkerIntegrationTests {
     @Test func aCrashedWorkersOrdersAreReclaimedWhenTheLeaseExpires() async throws {
         let h = try await WorkerHarness.make()
         let token = EngineFixture.token(7)
-        try await h.createTicker("t5")
-        try await h.engine.registerActivityToken(orderID: "t5", deviceID: "phone", token: token)
+        try await h.createTicker("t5", activityToken: token)
         h.apns.setResponseDelay(.seconds(5))
         let doomed = h.start(h.configuration("doomed") { $0.lease = .seconds(1) })
         try await h.apns.waitForPushes(count: 1)  // in flight: APNs has it, the worker waits for the answer
@@ -300,8 +295,7 @@ struct WorkerIntegrationTests {
     @Test func gracefulShutdownFinishesInFlightSendsAndReleasesTheRest() async throws {
         let h = try await WorkerHarness.make()
         for index in 0..<3 {
-            try await h.createTicker("g\(index)")
-            try await h.engine.registerActivityToken(orderID: "g\(index)", deviceID: "phone", token: EngineFixture.token(20 + index))
+            try await h.createTicker("g\(index)", activityToken: EngineFixture.token(20 + index))
         }
         // The answer takes 2 s (inside the 5 s grace period), so the shutdown surely begins while
         // the first send is in flight, however slowly this test gets there.
@@ -328,8 +322,7 @@ struct WorkerIntegrationTests {
     @Test func aBatchPastHalfItsLeaseStartsNoMorePushes() async throws {
         let h = try await WorkerHarness.make()
         for index in 0..<2 {
-            try await h.createTicker("h\(index)")
-            try await h.engine.registerActivityToken(orderID: "h\(index)", deviceID: "phone", token: EngineFixture.token(60 + index))
+            try await h.createTicker("h\(index)", activityToken: EngineFixture.token(60 + index))
         }
         // One push at a time, each answered after 1.2 s: the batch's second push would start
         // past half of its 2 s lease, when another worker could soon claim the order.
@@ -389,8 +382,7 @@ struct WorkerIntegrationTests {
             $0.concurrentBatches = 1
         })
         for index in 0..<5 {
-            try await h.createTicker("p\(index)")
-            try await h.engine.registerActivityToken(orderID: "p\(index)", deviceID: "phone", token: EngineFixture.token(40 + index))
+            try await h.createTicker("p\(index)", activityToken: EngineFixture.token(40 + index))
         }
         try await eventually("APNs refused") { h.apns.rejectedCount >= 1 }
         try await Task.sleep(for: .milliseconds(300))
@@ -423,8 +415,7 @@ struct WorkerIntegrationTests {
             $0.timeLimitCheckInterval = .milliseconds(100)
         })
         let token = EngineFixture.token(9)
-        try await h.createTicker("t6")
-        try await h.engine.registerActivityToken(orderID: "t6", deviceID: "phone", token: token)
+        try await h.createTicker("t6", activityToken: token)
         // The activity catches up with an update, unless the worker first sees it past the time
         // limit (2 s after the token, on a loaded machine): then the end is the only push.
         let endIndex = try await h.apns.waitForPushes(count: 1)[0].event == "update" ? 1 : 0

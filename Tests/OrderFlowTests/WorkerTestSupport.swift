@@ -99,6 +99,12 @@ struct WorkerHarness: Sendable {
         try await engine.createOrder(NewOrder(orderID: orderID, workflow: "ticker", attributes: ["label": .string(orderID)]))
     }
 
+    /// A ticker whose app started its activity on "phone" and reported the activity's token.
+    func createTicker(_ orderID: String, activityToken: String) async throws {
+        try await createTicker(orderID)
+        try await engine.registerActivityToken(orderID: orderID, deviceID: "phone", token: activityToken)
+    }
+
     func activity(_ orderID: String, _ deviceID: String) async throws -> ActivityRow {
         let row = try await pool.query(PostgresQuery("""
             SELECT status, update_token, last_seq, last_alert_seq, last_timestamp, failures, started_at

@@ -14,8 +14,7 @@ struct TimingWorkerTests {
         let h = try await WorkerHarness.make()
         let running = h.start(h.configuration { $0.minimumPushInterval = .seconds(1) })
         let token = EngineFixture.token(3)
-        try await h.createTicker("t1")
-        try await h.engine.registerActivityToken(orderID: "t1", deviceID: "phone", token: token)
+        try await h.createTicker("t1", activityToken: token)
         let first = try await h.apns.waitForPushes(count: 1)[0]
         #expect(first.content?["step"]?.integerValue == 0)
         #expect(first.alertTitle == nil)
@@ -47,8 +46,7 @@ struct TimingWorkerTests {
             $0.backoffCap = .milliseconds(400)
         })
         let token = EngineFixture.token(5)
-        try await h.createTicker("t3")
-        try await h.engine.registerActivityToken(orderID: "t3", deviceID: "phone", token: token)
+        try await h.createTicker("t3", activityToken: token)
         try await h.apns.waitForPushes(count: 1)
 
         h.apns.injectFault(.tooManyRequests, deviceToken: token, count: 1)
@@ -79,8 +77,7 @@ struct TimingWorkerTests {
             let running = h.start(h.configuration("lat-\(mode)"), inProcessWake: inProcess, listener: useListener ? listener : nil)
             let engine = inProcess ? h.engine : remoteEngine
             let id = "lat-\(mode)"
-            try await h.createTicker(id)
-            try await h.engine.registerActivityToken(orderID: id, deviceID: "phone", token: EngineFixture.token(mode.count))
+            try await h.createTicker(id, activityToken: EngineFixture.token(mode.count))
             try await eventually("caught up") { h.pushes(EngineFixture.token(mode.count)).count == 1 }
             var latencies: [Double] = []
             for step in 1...10 {
