@@ -59,8 +59,7 @@ struct FeedAndAppDoorTests {
         let start = try await engine.feedCursorNow()
         try await engine.pool.withConnection { connection in
             // An older transaction takes its id, then a younger one (the creation of NEW) commits.
-            try await connection.query(PostgresQuery("BEGIN"))
-            try await connection.query(PostgresQuery("SELECT pg_current_xact_id()"))
+            try await Self.beginWithTransactionID(on: connection)
             try await fixture.createFoodOrder("NEW")
             try await Task.sleep(for: .milliseconds(300))
             // (A cursor of "now" may also give what committed just before it, as OLD's creation.)
@@ -89,16 +88,14 @@ struct FeedAndAppDoorTests {
         let start = try await engine.feedCursorNow()
         let elsewhere = try await PostgresConnection.connect(try await TestDatabase.fresh(prefix: "elsewhere"))
         // Another application's long batch job: a transaction with an id, open for the whole test.
-        try await elsewhere.query(PostgresQuery("BEGIN"))
-        try await elsewhere.query(PostgresQuery("SELECT pg_current_xact_id()"))
+        try await Self.beginWithTransactionID(on: elsewhere)
         try await fixture.createFoodOrder("A1")
         #expect(try await engine.feedEvents(after: start).events.map(\.orderID) == ["A1"],
                 "at once, though a transaction older than the creation is still running elsewhere")
         let later = try await engine.feedCursorNow()
         // The same in this database holds it back until it ends: it could still write an event.
         try await engine.pool.withConnection { connection in
-            try await connection.query(PostgresQuery("BEGIN"))
-            try await connection.query(PostgresQuery("SELECT pg_current_xact_id()"))
+            try await Self.beginWithTransactionID(on: connection)
             try await fixture.createFoodOrder("A2")
             #expect(try await engine.feedEvents(after: later).events.isEmpty)
             try await connection.query(PostgresQuery("COMMIT"))
@@ -125,6 +122,13 @@ struct FeedAndAppDoorTests {
         #expect(try await engine.feedEvents(after: start).events.map(\.orderID) == seen)
         #expect(try await engine.feedCursorNow() > start, "and \"now\" does not move back either")
         await fixture.shutdown()
+    }
+
+    /// Opens a transaction that has its id already: from here on it holds back the feed of the
+    /// database it runs in, until it ends.
+    static func beginWithTransactionID(on connection: PostgresConnection) async throws {
+        try await connection.query(PostgresQuery("BEGIN"))
+        try await connection.query(PostgresQuery("SELECT pg_current_xact_id()"))
     }
 
     @Test("a client secret grants its order only; altered, it grants nothing")
