@@ -187,6 +187,10 @@ struct WorkerIntegrationTests {
         for id in ["s1", "s2"] {
             try await h.createTicker(id, activityToken: EngineFixture.token(id == "s1" ? 71 : 72))
         }
+        // With statistics, as a running database has them, the claim's update takes the locked
+        // orders one at a time (a plan without them may lock every candidate before the first
+        // update, and then the other claim finds nothing to race with: the #require below).
+        try await h.pool.query(PostgresQuery("ANALYZE"))
         try await h.pool.query(PostgresQuery("""
             CREATE FUNCTION test_hold_slow_claim() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN
@@ -216,6 +220,40 @@ struct WorkerIntegrationTests {
         #expect(held.orders.map(\.orderID) == ["s1", "s2"].filter { $0 != raced.orderID }, "the order it leased first is read")
         #expect(held.changed.map(\.orderID) == [raced.orderID], "the raced order is not read from the stale snapshot")
         #expect(held.orders.allSatisfy { !$0.commands.isEmpty })
+        await h.shutdown()
+    }
+
+    /// A claim's candidates are orders, not commands: 40 orders with several commands waiting
+    /// each (created and advanced three times before any worker runs) go out in four full
+    /// batches of 10, whatever the four lanes' claims overlap. (Counted in commands, the 40
+    /// candidates of a claim were 8 orders here: five claims of 8.)
+    @Test func everyClaimIsFullThoughOrdersHaveSeveralCommandsWaiting() async throws {
+        let h = try await WorkerHarness.make()
+        for index in 0..<40 {
+            try await h.createTicker("q\(index)", activityToken: EngineFixture.token(2000 + index))
+            for step in 1...3 { _ = try await h.engine.advance("q\(index)", to: "s\(step)") }
+        }
+        // Every claim (an update that sets a lease where there was none), by its transaction.
+        try await h.pool.query(PostgresQuery("CREATE TABLE test_claims (tx xid8, order_id text)"))
+        try await h.pool.query(PostgresQuery("""
+            CREATE FUNCTION test_record_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.dispatch_lease_until IS NOT NULL AND OLD.dispatch_lease_until IS NULL THEN
+                    INSERT INTO test_claims VALUES (pg_current_xact_id(), NEW.order_id);
+                END IF;
+                RETURN NEW;
+            END $$
+            """))
+        try await h.pool.query(PostgresQuery(
+            "CREATE TRIGGER record_claim BEFORE UPDATE ON orders FOR EACH ROW EXECUTE FUNCTION test_record_claim()"))
+        let running = h.start(h.configuration { $0.batchSize = 10; $0.concurrentBatches = 4 })
+        try await eventually("every command is sent") {
+            try await h.pool.query(PostgresQuery("SELECT count(*)::int AS n FROM activity_commands"))[0].decode("n", as: Int.self) == 0
+        }
+        try await running.stop()
+        let sizes = try await h.pool.query(PostgresQuery(
+            "SELECT count(*)::int AS size FROM test_claims GROUP BY tx ORDER BY tx")).map { try $0.decode("size", as: Int.self) }
+        #expect(sizes == [10, 10, 10, 10])
         await h.shutdown()
     }
 
