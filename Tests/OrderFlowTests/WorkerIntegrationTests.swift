@@ -225,8 +225,8 @@ struct WorkerIntegrationTests {
 
     /// A claim's candidates are orders, not commands: 40 orders with several commands waiting
     /// each (created and advanced three times before any worker runs) go out in four full
-    /// batches of 10, whatever the four lanes' claims overlap. (Counted in commands, the 40
-    /// candidates of a claim were 8 orders here: five claims of 8.)
+    /// batches of 10. (Counted in commands, the 40 candidates of a claim were 8 orders here:
+    /// five claims of 8.) One lane, so that the claims follow each other.
     @Test func everyClaimIsFullThoughOrdersHaveSeveralCommandsWaiting() async throws {
         let h = try await WorkerHarness.make()
         for index in 0..<40 {
@@ -246,7 +246,7 @@ struct WorkerIntegrationTests {
             """))
         try await h.pool.query(PostgresQuery(
             "CREATE TRIGGER record_claim BEFORE UPDATE ON orders FOR EACH ROW EXECUTE FUNCTION test_record_claim()"))
-        let running = h.start(h.configuration { $0.batchSize = 10; $0.concurrentBatches = 4 })
+        let running = h.start(h.configuration { $0.batchSize = 10; $0.concurrentBatches = 1 })
         try await eventually("every command is sent") {
             try await h.pool.query(PostgresQuery("SELECT count(*)::int AS n FROM activity_commands"))[0].decode("n", as: Int.self) == 0
         }
