@@ -31,10 +31,12 @@ struct OutboxStore: Sendable {
     /// follower has seen (at most `maximumTransitions` newest, always including the current one).
     /// One statement: the claim and the read are one round trip, on the path of every push.
     ///
-    /// Candidates come from the ready commands in `(available_at, id)` order (the index), joined
-    /// to their orders so that orders leased by other workers are passed over; the order rows
-    /// are then locked `FOR UPDATE SKIP LOCKED` (so concurrent claims never return the same
-    /// order, and an order being moved by the engine is taken next time) and leased.
+    /// Candidates are orders, each once, at its oldest ready command, walked in `(available_at,
+    /// id)` order (the index) and probed by primary key so that orders leased by other workers
+    /// are passed over; the order rows are then locked `FOR UPDATE SKIP LOCKED` (so concurrent
+    /// claims never return the same order, and an order being moved by the engine is taken next
+    /// time) and leased. Every probe is a sub-select the planner cannot turn into a join over
+    /// all orders, so the plan stays cheap at any table size (`scripts/bench-claim-plans`).
     /// Only the orders of `merchants` (a NULL set is every merchant's), none of `excluded`'s
     /// (merchants whose pushes are paused or held back).
     ///
