@@ -40,12 +40,7 @@ struct FeedAndAppDoorTests {
         _ = try await other.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
         _ = try await other.createOrder(NewOrder(orderID: "X1", workflow: "food-order",
             attributes: ["merchantName": "Other", "orderNumber": "X1", "itemCount": 1]))
-        var theirs: [String] = []
-        try await eventually("the other merchant's order is in its feed") {
-            theirs = try await other.feedEvents(after: start).events.map(\.orderID)
-            return !theirs.isEmpty
-        }
-        #expect(theirs == ["X1"])
+        #expect(try await Self.orderIDsInFeed(of: other, after: start, count: 1, "the other merchant's order is in its feed") == ["X1"])
         #expect(try await engine.feedEvents(after: all[3].cursor).events.isEmpty, "and never in ours")
         #expect(FeedCursor("12") == nil && FeedCursor("a.b") == nil && FeedCursor("1.-2") == nil && FeedCursor("0.-1") == .beginning)
         await fixture.shutdown()
@@ -94,13 +89,8 @@ struct FeedAndAppDoorTests {
         // pg_stat_activity cannot be told from one of this database and holds that one read back
         // (erring early is safe); on a busy server (CI: every test its own database) that happens,
         // so the event must come while the long one still runs, not necessarily at the first read.
-        var seen: [String] = []
-        try await eventually("the event is in the feed though a transaction older than the creation is still running elsewhere",
-                             timeout: .seconds(3)) {
-            seen = try await engine.feedEvents(after: start).events.map(\.orderID)
-            return !seen.isEmpty
-        }
-        #expect(seen == ["A1"])
+        #expect(try await Self.orderIDsInFeed(of: engine, after: start, count: 1, within: .seconds(3),
+                                              "the event is in the feed though a transaction older than the creation is still running elsewhere") == ["A1"])
         let later = try await engine.feedCursorNow()
         // The same in this database holds it back until it ends: it could still write an event.
         try await engine.pool.withConnection { connection in
@@ -109,11 +99,8 @@ struct FeedAndAppDoorTests {
             #expect(try await engine.feedEvents(after: later).events.isEmpty)
             try await connection.query(PostgresQuery("COMMIT"))
         }
-        try await eventually("the event is in the feed once this database's transaction ended", timeout: .seconds(3)) {
-            seen = try await engine.feedEvents(after: later).events.map(\.orderID)
-            return !seen.isEmpty
-        }
-        #expect(seen == ["A2"])
+        #expect(try await Self.orderIDsInFeed(of: engine, after: later, count: 1, within: .seconds(3),
+                                              "the event is in the feed once this database's transaction ended") == ["A2"])
         try await elsewhere.query(PostgresQuery("COMMIT"))
         await elsewhere.close()
         await fixture.shutdown()
@@ -126,11 +113,7 @@ struct FeedAndAppDoorTests {
         let start = try await engine.feedCursorNow()
         try await fixture.createFoodOrder("M1")
         try await fixture.createFoodOrder("M2")
-        var seen: [String] = []
-        try await eventually("both creations are in the feed") {
-            seen = try await engine.feedEvents(after: start).events.map(\.orderID)
-            return seen.count == 2
-        }
+        let seen = try await Self.orderIDsInFeed(of: engine, after: start, count: 2, "both creations are in the feed")
         #expect(seen == ["M1", "M2"])
         // The horizon reads lower now, as when a transaction of another database ends during the
         // read and so still counts: what was given stays given.
@@ -139,6 +122,19 @@ struct FeedAndAppDoorTests {
         #expect(try await engine.feedEvents(after: start).events.map(\.orderID) == seen)
         #expect(try await engine.feedCursorNow() > start, "and \"now\" does not move back either")
         await fixture.shutdown()
+    }
+
+    /// The order ids of the feed's events after `cursor`, read again until there are `count` of
+    /// them: a read may be held back once (see `otherDatabasesDoNotHoldTheFeed`), so a test waits
+    /// for the events rather than reading once.
+    static func orderIDsInFeed(of engine: OrderFlowEngine, after cursor: FeedCursor, count: Int,
+                               within timeout: Duration = .seconds(10), _ what: String) async throws -> [String] {
+        var ids: [String] = []
+        try await eventually(what, timeout: timeout) {
+            ids = try await engine.feedEvents(after: cursor).events.map(\.orderID)
+            return ids.count >= count
+        }
+        return ids
     }
 
     /// Opens a transaction that has its id already: from here on it holds back the feed of the
