@@ -87,19 +87,8 @@ struct AdvanceBenchmark: AsyncParsableCommand {
         let setup = OrderFlowEngine(configuration: configuration, logger: logger)
         _ = try await setup.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
         print("order cache: \(configuration.cachedOrders) orders; commit groups: \(configuration.commitGroups)")
-        for orderID in ["bench-sample", "bench-template"] {
-            _ = try await setup.createOrder(NewOrder(
-                orderID: orderID, workflow: "food-order",
-                attributes: ["merchantName": "Bench Bistro", "orderNumber": "sample", "itemCount": 2]))
-        }
-        let sample = try await setup.advance("bench-sample", to: "accept", input: ["eta": "+20m"])
         print("preparing 10000 orders for pgbench, and \(ordersPerTurn) for each turn of the engine just before it…")
-        try await prepareRawOrders(engine: setup, count: 10_000)
-        let variables = [
-            "rendered": try PostgresJSON(encoding: sample.transition.rendered).text,
-            "content": try PostgresJSON(encoding: sample.order.content).text,
-            "input": try PostgresJSON(encoding: sample.transition.input).text,
-        ]
+        let rawTransition = try await RawTransition.prepare(engine: setup, orders: 10_000)
 
         print("\(rounds) rounds, each side \(seconds) s per round; \(tasks) pgbench clients running the one-statement transition, \(tasks) tasks advancing orders through food-order")
         var rates: [Side: [Double]] = [:]
@@ -121,8 +110,7 @@ struct AdvanceBenchmark: AsyncParsableCommand {
                 if side == .raw {
                     try await startTurn()
                     let cpuBefore = CPUUse.now()
-                    rate = try await runPgbench(url: bench.configuration.connectionString,
-                                                script: rawScript, clients: tasks, seconds: seconds, variables: variables)
+                    rate = try await rawTransition.run(url: bench.configuration.connectionString, clients: tasks, seconds: seconds)
                     detail = cpuDetail(from: cpuBefore, rate: rate)
                 } else {
                     let engine = OrderFlowEngine(configuration: configuration, logger: logger)
@@ -143,7 +131,7 @@ struct AdvanceBenchmark: AsyncParsableCommand {
             }
         }
         func mean(_ side: Side) -> Double { rates[side]!.reduce(0, +) / Double(rounds) }
-        let raw = mean(.raw)
+        let rawRate = mean(.raw)
         for side in Side.allCases {
             print(side.label.padding(toLength: 40, withPad: " ", startingAt: 0)
                   + String(format: "%8.0f transitions/s  (mean of %d turns)", mean(side), rounds))
@@ -152,7 +140,7 @@ struct AdvanceBenchmark: AsyncParsableCommand {
         for (side, target) in [(Side.preferredExecutor, 0.9), (.pool, 0.85)] {
             let byRound = zip(rates[side]!, rates[.raw]!).map { String(format: "%.2f", $0 / $1) }.joined(separator: " / ")
             print(("ratio " + side.label + "/raw").padding(toLength: 52, withPad: " ", startingAt: 0)
-                  + String(format: "%5.2f", mean(side) / raw) + String(format: "   (target ≥ %.2f; round by round ", target) + byRound + ")")
+                  + String(format: "%5.2f", mean(side) / rawRate) + String(format: "   (target ≥ %.2f; round by round ", target) + byRound + ")")
         }
         await setup.shutdown()
     }
@@ -175,32 +163,6 @@ struct AdvanceBenchmark: AsyncParsableCommand {
 
     private func createOrders(engine: OrderFlowEngine, range: Range<Int>) async throws {
         try await createFoodOrders(engine: engine, prefix: "bench-", range: range, tasks: tasks)
-    }
-
-    /// Orders of another merchant for pgbench to move, with the same workflow version.
-    private func prepareRawOrders(engine: OrderFlowEngine, count: Int) async throws {
-        try await engine.pool.query(PostgresQuery("""
-            INSERT INTO workflow_versions (merchant_id, name, version, definition, source, checksum)
-            SELECT 'raw', name, version, definition, source, checksum FROM workflow_versions WHERE merchant_id = 'default'
-            """))
-        try await engine.pool.query(PostgresQuery("""
-            INSERT INTO orders (merchant_id, order_id, workflow_name, workflow_version, state, seq, attributes, content,
-                                created_at, updated_at, state_entered_at)
-            SELECT 'raw', 'raw-' || n, 'food-order', 1, 'received', 1, o.attributes, o.content, now(), now(), now()
-            FROM generate_series(1, $1) AS n, (SELECT attributes, content FROM orders WHERE order_id = 'bench-template') AS o
-            """, count))
-    }
-
-    /// The same writes as one engine advance, as one statement: the order's new content, the
-    /// history row with its input and rendering, the command. The JSON values are those of a
-    /// real first advance (accept with an ETA), bound as parameters (pgbench `-D`) as the
-    /// engine binds them.
-    private var rawScript: String {
-        """
-        \\set n random(1, 10000)
-        WITH moved AS (UPDATE orders SET state = 'in_progress', seq = seq + 1, content = :content::jsonb, updated_at = now(), state_entered_at = now() WHERE merchant_id = 'raw' AND order_id = 'raw-' || :n RETURNING merchant_id, order_id, seq), history AS (INSERT INTO order_transitions (merchant_id, order_id, seq, from_state, to_state, event, input, rendered, actor, idempotency_key, occurred_at) SELECT merchant_id, order_id, seq, 'received', 'in_progress', 'accept', :input::jsonb, :rendered::jsonb, NULL, NULL, now() FROM moved), command AS (INSERT INTO activity_commands (merchant_id, order_id, seq, kind) SELECT merchant_id, order_id, seq, 'update' FROM moved) SELECT seq FROM moved;
-
-        """
     }
 
     private func runEngine(engine: OrderFlowEngine, orders: Range<Int>, executor: (any TaskExecutor)?) async throws -> Double {

@@ -19,7 +19,10 @@ struct DeliveryBenchmark: AsyncParsableCommand {
         discussion: """
             1. worker drain (unless --worker-orders 0): N orders, each followed by a device with an \
             activity token and advanced once while no worker runs; then one worker (in process, \
-            batch 100 × 4 lanes) is started and timed until activity_commands is empty.
+            batch 100 × 4 lanes) is started and timed until activity_commands is empty. Before and \
+            after it, the raw limit on the same database: pgbench, 8 clients, running one advance's \
+            writes as one statement (as the advance benchmark's raw side) for --raw-seconds; the \
+            drain's pushes/s is reported against the mean of the two.
             2. senders: the payload of one of the worker's pushes (a Live Activity update), sent \
             --pushes times with --concurrency requests in flight, by our APNSClient, then by \
             aioapns (Python, one process, pip install aioapns), then by ours again; all to the same \
@@ -32,12 +35,14 @@ struct DeliveryBenchmark: AsyncParsableCommand {
     @Option(help: "Requests in flight at once, for both senders.") var concurrency = 200
     @Option(help: "HTTP/2 connections our client opens (APNSClientConfiguration.connections).") var connections = 2
     @Option(help: "Orders queued for the worker drain measurement (0 to skip it).") var workerOrders = 10_000
+    @Option(help: "Seconds of each pgbench turn of the raw limit, before and after the drain (0: no raw limit).") var rawSeconds = 5
     @Option(help: "The Python interpreter with aioapns installed.") var python = "python3"
     @Option(help: "PostgreSQL server URL (default: ORDERFLOW_DATABASE_URL, else a private cluster in .orderflow/).")
     var database: String?
 
     func run() async throws {
         guard pushes > 0, concurrency > 0 else { throw BenchError("--pushes and --concurrency must be positive") }
+        guard rawSeconds >= 0 else { throw BenchError("--raw-seconds must be 0 or more") }
         var logger = Logger(label: "orderflow.bench")
         logger.logLevel = .warning
 
@@ -224,6 +229,7 @@ struct DeliveryBenchmark: AsyncParsableCommand {
         let apns = try await BenchAPNS.start(recordsPushes: true)
         do {
             _ = try await engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
+            let rawTransition = rawSeconds > 0 ? try await RawTransition.prepare(engine: engine, orders: 10_000) : nil
             let count = workerOrders
             print("worker drain: queueing \(count) orders × (activity token + accept) with no worker running…")
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -240,7 +246,18 @@ struct DeliveryBenchmark: AsyncParsableCommand {
                 }
                 try await group.waitForAll()
             }
-            try await engine.pool.query(PostgresQuery("ANALYZE"))
+            // The raw limit measured right before the drain and right after it, each turn from a
+            // settled database, as the drain starts from one: the machine's pace drifts.
+            func rawTurn() async throws -> Double? {
+                guard let rawTransition else { return nil }
+                try await settle(engine.pool)
+                let rate = try await rawTransition.run(url: bench.configuration.connectionString, clients: 8, seconds: rawSeconds)
+                try await RawTransition.removeCommands(engine.pool)
+                print(String(format: "raw limit (pgbench, 8 clients, one-statement transition): %.0f transitions/s", rate))
+                return rate
+            }
+            let rawBefore = try await rawTurn()
+            try await settle(engine.pool)
             let depth = try await queueDepth(engine.pool)
             // The host's own engine stays idle: the worker drains what the engine above queued.
             let host = try OrderFlowHost(
@@ -260,6 +277,11 @@ struct DeliveryBenchmark: AsyncParsableCommand {
             print(String(format: "worker drain: %ld commands (%ld orders) drained in %.2f s: %.0f commands/s, %.0f pushes/s (%ld pushes, %ld refused; %ld left)",
                          depth, count, elapsed, Double(depth - remaining) / elapsed, Double(accepted) / elapsed,
                          accepted, apns.server.rejectedCount, remaining))
+            if let rawBefore, let rawAfter = try await rawTurn() {
+                let raw = (rawBefore + rawAfter) / 2
+                print(String(format: "worker drain / raw limit: %.2f (%.0f pushes/s against %.0f transitions/s, the mean of both pgbench turns; target ≥ 0.50)",
+                             Double(accepted) / elapsed / raw, Double(accepted) / elapsed, raw))
+            }
             let sample = apns.server.pushes().last.map { Data($0.rawPayload) }
             try? await apns.server.stop()
             await engine.shutdown()
