@@ -223,6 +223,43 @@ struct WorkerIntegrationTests {
         await h.shutdown()
     }
 
+    /// A batch whose record loses a race (PostgreSQL breaks a deadlock by failing one side: under
+    /// overload, a worker ending its leases and an engine's group of advances on the same
+    /// orders) is recorded again, at once: its push is not sent a second time when the lease
+    /// runs out. The first record here fails as a deadlock's victim does.
+    @Test func aBatchWhoseRecordLostARaceIsRecordedAgainNotSentAgain() async throws {
+        let h = try await WorkerHarness.make()
+        let token = EngineFixture.token(91)
+        try await h.createTicker("r1", activityToken: token)
+        _ = try await h.engine.advance("r1", to: "s1")
+        try await h.pool.query(PostgresQuery("CREATE SEQUENCE test_records"))
+        try await h.pool.query(PostgresQuery("""
+            CREATE FUNCTION test_lose_first_race() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF nextval('test_records') = 1 THEN
+                    RAISE EXCEPTION 'deadlock detected' USING ERRCODE = '40P01';
+                END IF;
+                RETURN NULL;
+            END $$
+            """))
+        try await h.pool.query(PostgresQuery("""
+            CREATE TRIGGER lose_first_race BEFORE INSERT ON deliveries
+            FOR EACH STATEMENT EXECUTE FUNCTION test_lose_first_race()
+            """))
+        let running = h.start(h.configuration { $0.lease = .seconds(2) })
+        try await h.apns.waitForPushes(count: 1)
+        try await eventually("the batch is recorded") { try await h.pendingCommands("r1") == 0 }
+        // Past the lease: a batch left unrecorded would have been claimed and sent again by now.
+        try await Task.sleep(for: .seconds(3))
+        try await running.stop()
+        #expect(h.pushes(token).count == 1, "sent once")
+        #expect(try await h.outcomes("r1") == ["sent"])
+        #expect(try await h.leaseOwners().isEmpty)
+        let records = try await h.pool.query(PostgresQuery("SELECT last_value FROM test_records")).single()
+        #expect(try records.decode("last_value", as: Int.self) >= 2, "the failed record was tried again")
+        await h.shutdown()
+    }
+
     /// A claim's candidates are orders, not commands: 40 orders with several commands waiting
     /// each (created and advanced three times before any worker runs) go out in four full
     /// batches of 10. (Counted in commands, the 40 candidates of a claim were 8 orders here:

@@ -359,9 +359,20 @@ struct OutboxStore: Sendable {
                 FROM jsonb_to_recordset($7::jsonb) AS r(merchant_id text, order_id text, device_id text, seq integer,
                                                         available_at double precision)
             )
+            -- The leases end in the order of the orders' keys (bytes), the order in which an
+            -- engine's group of advances takes them too (OrderStore.writeTransitions): a group
+            -- and a completion that share orders then wait for each other, never in a circle.
+            -- (In the orders' order as the plan met them, a group of 64 advances and a batch of
+            -- 100 completions deadlocked under overload, each time a second's wait.)
             UPDATE orders o SET dispatch_lease_until = NULL, dispatch_owner = NULL
-            FROM jsonb_to_recordset($8::jsonb) AS r(merchant_id text, order_id text)
-            WHERE o.merchant_id = r.merchant_id AND o.order_id = r.order_id AND o.dispatch_owner = $1
+            WHERE (o.merchant_id, o.order_id) IN (
+                SELECT l.merchant_id, l.order_id
+                FROM orders l
+                JOIN jsonb_to_recordset($8::jsonb) AS r(merchant_id text, order_id text)
+                  ON l.merchant_id = r.merchant_id AND l.order_id = r.order_id
+                WHERE l.dispatch_owner = $1
+                ORDER BY l.merchant_id COLLATE "C", l.order_id COLLATE "C"
+                FOR NO KEY UPDATE OF l)
             """, workerID, json(completion.deliveries), json(completion.activities),
             json(completion.deadPushToStartTokens), json(completion.deadAlertTokens),
             json(completion.handledCommands), json(completion.deferrals), json(completion.released)))

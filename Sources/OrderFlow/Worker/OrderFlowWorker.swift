@@ -299,7 +299,7 @@ public final class OrderFlowWorker: Service, Sendable {
         completion.released += released.map { .init(merchantID: $0.merchantID, orderID: $0.orderID) }
 
         do {
-            try await store.complete(workerID: configuration.workerID, completion)
+            try await recordWithRetries(completion)
         } catch {
             // The pushes went out but are not recorded: they may be sent again after the lease.
             logger.error("cannot record a batch; its orders are retried when their leases expire", metadata: [
@@ -320,6 +320,27 @@ public final class OrderFlowWorker: Service, Sendable {
             logger.debug("orders left leased until their workflow can be read", metadata: ["orderflow.orders": "\(stuck.count)"])
         }
     }
+
+    /// Records a batch; a statement that lost a race (a deadlock with an engine's group of
+    /// advances on the same orders, which PostgreSQL breaks by failing one side) changed nothing
+    /// and runs again. Unrecorded, the batch's pushes would go out again once its leases ran out.
+    private func recordWithRetries(_ completion: OutboxStore.Completion) async throws {
+        var attempt = 1
+        while true {
+            do {
+                try await store.complete(workerID: configuration.workerID, completion)
+                return
+            } catch let error as PostgresError where error.isSerializationFailure && attempt < Self.recordingAttempts {
+                logger.notice("recording a batch lost a race with another transaction; recording it again", metadata: [
+                    "orderflow.error": "\(error.message)", "orderflow.attempt": "\(attempt)",
+                ])
+                attempt += 1
+            }
+        }
+    }
+
+    /// Tries to record a batch (`recordWithRetries`).
+    static let recordingAttempts = 5
 
     private func record(_ outcome: ActivityOutcome, into completion: inout OutboxStore.Completion) {
         let plan = outcome.plan
