@@ -87,7 +87,8 @@ struct BenchDatabase {
 /// Vacuums, analyzes and checkpoints the database, so that what is measured next starts with no
 /// dead rows, fresh statistics and no dirty pages: it inherits neither the work written before it
 /// nor the autovacuum and checkpoint that work would set off in the middle of the measurement.
-/// The benchmarks that compare turns or phases (`advance`, `http`, `e2e`) call it before each.
+/// The benchmarks that compare turns or phases (`advance`, `http`, `e2e`, `delivery`'s drain and
+/// its raw limit) call it before each.
 func settle(_ pool: PostgresPool) async throws {
     try await pool.query(PostgresQuery("VACUUM ANALYZE"))
     try await pool.query(PostgresQuery("CHECKPOINT"))
