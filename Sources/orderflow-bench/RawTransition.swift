@@ -12,7 +12,7 @@ struct RawTransition {
     static let merchant = "raw"
     private let variables: [String: String]
 
-    /// Creates and advances a sample order through `engine` (merchant `default`, ids `raw-sample`
+    /// Creates and advances a sample order through `engine` (its merchant, ids `raw-sample`
     /// and `raw-template`; the commands they enqueued are removed), then `orders` orders of
     /// merchant `raw` for pgbench, with the same workflow version.
     static func prepare(engine: OrderFlowEngine, orders count: Int) async throws -> RawTransition {
