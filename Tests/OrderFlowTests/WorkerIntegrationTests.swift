@@ -246,11 +246,13 @@ struct WorkerIntegrationTests {
             CREATE TRIGGER lose_first_race BEFORE INSERT ON deliveries
             FOR EACH STATEMENT EXECUTE FUNCTION test_lose_first_race()
             """))
-        let running = h.start(h.configuration { $0.lease = .seconds(2) })
+        // A lease short enough to run out within the test, long enough for a loaded machine to
+        // claim, send and record the batch well inside it.
+        let running = h.start(h.configuration { $0.lease = .seconds(4) })
         try await h.apns.waitForPushes(count: 1)
         try await eventually("the batch is recorded") { try await h.pendingCommands("r1") == 0 }
         // Past the lease: a batch left unrecorded would have been claimed and sent again by now.
-        try await Task.sleep(for: .seconds(3))
+        try await Task.sleep(for: .seconds(5))
         try await running.stop()
         #expect(h.pushes(token).count == 1, "sent once")
         #expect(try await h.outcomes("r1") == ["sent"])
