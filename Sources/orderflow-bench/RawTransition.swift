@@ -27,14 +27,17 @@ struct RawTransition {
             engine.configuration.merchantID))
         try await engine.pool.query(PostgresQuery("""
             INSERT INTO workflow_versions (merchant_id, name, version, definition, source, checksum)
-            SELECT 'raw', name, version, definition, source, checksum FROM workflow_versions WHERE merchant_id = 'default'
-            """))
+            SELECT $1, name, version, definition, source, checksum FROM workflow_versions WHERE merchant_id = $2
+            """, merchant, engine.configuration.merchantID))
         try await engine.pool.query(PostgresQuery("""
             INSERT INTO orders (merchant_id, order_id, workflow_name, workflow_version, state, seq, attributes, content,
                                 created_at, updated_at, state_entered_at)
-            SELECT 'raw', 'raw-' || n, 'food-order', 1, 'received', 1, o.attributes, o.content, now(), now(), now()
-            FROM generate_series(1, $1) AS n, (SELECT attributes, content FROM orders WHERE order_id = 'raw-template') AS o
-            """, count))
+            SELECT $1, 'raw-' || n, o.workflow_name, o.workflow_version, 'received', 1, o.attributes, o.content,
+                   now(), now(), now()
+            FROM generate_series(1, $3) AS n,
+                 (SELECT workflow_name, workflow_version, attributes, content FROM orders
+                  WHERE merchant_id = $2 AND order_id = 'raw-template') AS o
+            """, merchant, engine.configuration.merchantID, count))
         return RawTransition(variables: [
             "rendered": try PostgresJSON(encoding: sample.transition.rendered).text,
             "content": try PostgresJSON(encoding: sample.order.content).text,
@@ -56,7 +59,7 @@ struct RawTransition {
 
     private static let script = """
         \\set n random(1, :orders)
-        WITH moved AS (UPDATE orders SET state = 'in_progress', seq = seq + 1, content = :content::jsonb, updated_at = now(), state_entered_at = now() WHERE merchant_id = 'raw' AND order_id = 'raw-' || :n RETURNING merchant_id, order_id, seq), history AS (INSERT INTO order_transitions (merchant_id, order_id, seq, from_state, to_state, event, input, rendered, actor, idempotency_key, occurred_at) SELECT merchant_id, order_id, seq, 'received', 'in_progress', 'accept', :input::jsonb, :rendered::jsonb, NULL, NULL, now() FROM moved), command AS (INSERT INTO activity_commands (merchant_id, order_id, seq, kind) SELECT merchant_id, order_id, seq, 'update' FROM moved) SELECT seq FROM moved;
+        WITH moved AS (UPDATE orders SET state = 'in_progress', seq = seq + 1, content = :content::jsonb, updated_at = now(), state_entered_at = now() WHERE merchant_id = '\(merchant)' AND order_id = 'raw-' || :n RETURNING merchant_id, order_id, seq), history AS (INSERT INTO order_transitions (merchant_id, order_id, seq, from_state, to_state, event, input, rendered, actor, idempotency_key, occurred_at) SELECT merchant_id, order_id, seq, 'received', 'in_progress', 'accept', :input::jsonb, :rendered::jsonb, NULL, NULL, now() FROM moved), command AS (INSERT INTO activity_commands (merchant_id, order_id, seq, kind) SELECT merchant_id, order_id, seq, 'update' FROM moved) SELECT seq FROM moved;
 
         """
 }
