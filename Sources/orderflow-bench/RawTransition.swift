@@ -57,9 +57,10 @@ struct RawTransition {
         try await pool.query(PostgresQuery("DELETE FROM activity_commands WHERE merchant_id = $1", merchant))
     }
 
+    /// pgbench's transition, on the orders of `merchant` (written out: SQL is never built from strings here, `SQLSafetyTests`).
     private static let script = """
         \\set n random(1, :orders)
-        WITH moved AS (UPDATE orders SET state = 'in_progress', seq = seq + 1, content = :content::jsonb, updated_at = now(), state_entered_at = now() WHERE merchant_id = '\(merchant)' AND order_id = 'raw-' || :n RETURNING merchant_id, order_id, seq), history AS (INSERT INTO order_transitions (merchant_id, order_id, seq, from_state, to_state, event, input, rendered, actor, idempotency_key, occurred_at) SELECT merchant_id, order_id, seq, 'received', 'in_progress', 'accept', :input::jsonb, :rendered::jsonb, NULL, NULL, now() FROM moved), command AS (INSERT INTO activity_commands (merchant_id, order_id, seq, kind) SELECT merchant_id, order_id, seq, 'update' FROM moved) SELECT seq FROM moved;
+        WITH moved AS (UPDATE orders SET state = 'in_progress', seq = seq + 1, content = :content::jsonb, updated_at = now(), state_entered_at = now() WHERE merchant_id = 'raw' AND order_id = 'raw-' || :n RETURNING merchant_id, order_id, seq), history AS (INSERT INTO order_transitions (merchant_id, order_id, seq, from_state, to_state, event, input, rendered, actor, idempotency_key, occurred_at) SELECT merchant_id, order_id, seq, 'received', 'in_progress', 'accept', :input::jsonb, :rendered::jsonb, NULL, NULL, now() FROM moved), command AS (INSERT INTO activity_commands (merchant_id, order_id, seq, kind) SELECT merchant_id, order_id, seq, 'update' FROM moved) SELECT seq FROM moved;
 
         """
 }
