@@ -179,6 +179,7 @@ struct EndToEndBenchmark: AsyncParsableCommand {
         let clock = ContinuousClock()
         let wakeWatch = worker == nil ? nil : WakeWatch(configuration: bench.configuration)
         let commitsBefore = try? await Self.databaseCommits(engine: engine)
+        let statementsBefore = await StatementTime.read(engine.pool)
         let start = clock.now
         await runOpenLoop(count: total, rate: rate) { j, due in
             let lag = (clock.now - due).asSeconds
@@ -200,6 +201,7 @@ struct EndToEndBenchmark: AsyncParsableCommand {
         }
         let driven = (clock.now - start).asSeconds
         let commitsAfter = try? await Self.databaseCommits(engine: engine)
+        let statementsAfter = await StatementTime.read(engine.pool)
         let succeeded = records.succeeded
         print(String(format: "driven in %.1f s: %ld advances committed (%.0f/s), %ld failed", driven, succeeded.count,
                      Double(succeeded.count) / driven, records.failures.count))
@@ -262,6 +264,12 @@ struct EndToEndBenchmark: AsyncParsableCommand {
             // what the database was asked to commit per advance.
             print(String(format: "database commits while driving %ld (%.2f per advance; pg_stat_database, flushed about once a second)",
                          commitsAfter - commitsBefore, Double(commitsAfter - commitsBefore) / Double(succeeded.count)))
+        }
+        switch (statementsBefore, statementsAfter) {
+        case (.success(let before), .success(let after)):
+            for line in StatementTime.report(after.since(before), over: driven) { print(line) }
+        case (.failure(let reason), _), (_, .failure(let reason)):
+            print("database execution time while driving: not measured (\(reason))")
         }
         print("latency occurred_at → push received:  p50 \(Stats.ms(Stats.percentile(fromCommit, 0.5)))  p99 \(Stats.ms(Stats.percentile(fromCommit, 0.99)))  max \(Stats.ms(fromCommit.max() ?? 0))")
         if commitTimes == nil {
