@@ -68,6 +68,28 @@ struct ConnectionTests {
         }
     }
 
+    /// JSON documents bound as one `jsonb[]` (each escaped inside the array literal) arrive as
+    /// the documents they were: the worker's record sends its keyed rows this way.
+    @Test func jsonDocumentsBoundAsAnArrayArriveIntact() async throws {
+        let configuration = try TestDatabase.serverConfiguration()
+        let ids = ["plain", "quote \" inside", "back\\slash", "comma, {brace}", "NULL", "émoji 🍕", ""]
+        let documents = ids.map { id in
+            PostgresJSON(String(decoding: try! JSONSerialization.data(withJSONObject: ["id": id, "n": 1]), as: UTF8.self))
+        }
+        let read = try await PostgresConnection.withConnection(configuration) { connection in
+            try await connection.query(PostgresQuery("""
+                SELECT r.id, r.n FROM unnest((SELECT $1::jsonb[])) WITH ORDINALITY AS e(row, i)
+                CROSS JOIN LATERAL jsonb_to_record(e.row) AS r(id text, n integer) ORDER BY e.i
+                """, documents)).map { try $0.decode("id", as: String.self) }
+        }
+        #expect(read == ids)
+        let none = try await PostgresConnection.withConnection(configuration) { connection in
+            try await connection.query(PostgresQuery("SELECT count(*) AS n FROM unnest($1::jsonb[])", [PostgresJSON]()))
+                .single().decode("n", as: Int.self)
+        }
+        #expect(none == 0)
+    }
+
     @Test func uniqueViolationIsRecognisable() async throws {
         let configuration = try await TestDatabase.fresh()
         try await PostgresConnection.withConnection(configuration) { connection in
