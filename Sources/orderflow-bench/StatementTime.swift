@@ -15,8 +15,8 @@ struct StatementTime {
     /// By `queryid`.
     var entries: [Int64: Entry]
 
-    /// Nil (with the reason) when the server does not run `pg_stat_statements`
-    /// (`shared_preload_libraries`) or it cannot be installed in this database.
+    /// This database's entries now; a failure saying why when the server does not run
+    /// `pg_stat_statements` (`shared_preload_libraries`) or it cannot be installed here.
     static func read(_ pool: PostgresPool) async -> Result<StatementTime, BenchError> {
         do {
             // The view exists where the extension is installed; the benchmark's database is its
