@@ -264,6 +264,7 @@ struct DeliveryBenchmark: AsyncParsableCommand {
                 configuration: apns.hostConfiguration(database: bench.configuration, connections: 2, workerID: "bench-delivery"),
                 logger: logger)
             let clock = ContinuousClock()
+            let statementsBefore = await StatementTime.read(engine.pool)
             let start = clock.now
             let (elapsed, remaining) = try await whileRunning(host, logger: logger) {
                 var remaining = depth
@@ -277,6 +278,12 @@ struct DeliveryBenchmark: AsyncParsableCommand {
             print(String(format: "worker drain: %ld commands (%ld orders) drained in %.2f s: %.0f commands/s, %.0f pushes/s (%ld pushes, %ld refused; %ld left)",
                          depth, count, elapsed, Double(depth - remaining) / elapsed, Double(accepted) / elapsed,
                          accepted, apns.server.rejectedCount, remaining))
+            switch (statementsBefore, await StatementTime.read(engine.pool)) {
+            case (.success(let before), .success(let after)):
+                for line in StatementTime.report(after.since(before), over: elapsed, during: "during the drain") { print("  " + line) }
+            case (.failure(let reason), _), (_, .failure(let reason)):
+                print("  database execution time during the drain: not measured (\(reason))")
+            }
             if let rawBefore, let rawAfter = try await rawTurn() {
                 let raw = (rawBefore + rawAfter) / 2
                 print(String(format: "worker drain / raw limit: %.2f (%.0f pushes/s against %.0f transitions/s, the mean of both pgbench turns; target ≥ 0.50)",

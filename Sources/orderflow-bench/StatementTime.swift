@@ -58,10 +58,10 @@ struct StatementTime {
     }
 
     /// Lines for the report: the `top` statements by time, each with its calls and mean.
-    static func report(_ ran: [Entry], over seconds: Double, top: Int = 5) -> [String] {
+    static func report(_ ran: [Entry], over seconds: Double, during stretch: String = "while driving", top: Int = 5) -> [String] {
         let total = ran.reduce(0) { $0 + $1.milliseconds }
-        var lines = [String(format: "database execution time while driving: %.2f s in %.1f s (pg_stat_statements; commits' WAL flushes not included)",
-                            total / 1000, seconds)]
+        var lines = ["database execution time \(stretch): "
+                     + String(format: "%.2f s in %.2f s (pg_stat_statements; commits' WAL flushes not included)", total / 1000, seconds)]
         for entry in ran.prefix(top) {
             // A statement's first 72 characters tell the engine's apart (`WITH delivered AS (`…).
             lines.append(String(format: "  %7.0f ms  %6ld calls × %6.2f ms  ", entry.milliseconds, entry.calls,
