@@ -73,8 +73,8 @@ struct ConnectionTests {
     @Test func jsonDocumentsBoundAsAnArrayArriveIntact() async throws {
         let configuration = try TestDatabase.serverConfiguration()
         let ids = ["plain", "quote \" inside", "back\\slash", "comma, {brace}", "NULL", "émoji 🍕", ""]
-        let documents = ids.map { id in
-            PostgresJSON(String(decoding: try! JSONSerialization.data(withJSONObject: ["id": id, "n": 1]), as: UTF8.self))
+        let documents = try ids.map { id in
+            PostgresJSON(String(decoding: try JSONSerialization.data(withJSONObject: ["id": id, "n": 1]), as: UTF8.self))
         }
         let read = try await PostgresConnection.withConnection(configuration) { connection in
             try await connection.query(PostgresQuery("""
