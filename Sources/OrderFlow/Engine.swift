@@ -27,8 +27,9 @@ public struct OrderFlowConfiguration: Sendable {
     /// being written are written together in a later group: one statement, one round trip and
     /// one commit for all of them (group commit; each advance still commits exactly once with
     /// its history and outbox rows, see `PostgresPool.queryCommittingTogether`). A group beside
-    /// another in flight starts only once it holds as many advances as the last group started,
-    /// so groups stay large. 0 writes every advance alone; 1 writes one group at a time.
+    /// another in flight starts only once it holds as many advances as the last group started
+    /// and its share of the callers lately busy (half of them with 2 groups), so groups stay
+    /// large. 0 writes every advance alone; 1 writes one group at a time.
     /// Default 2: with 8 callers a second group beside the first leaves fewer cores idle than
     /// one group at a time, and 64 callers still gather into groups of ~25 (BENCHMARKS.md,
     /// 2026-11-27).

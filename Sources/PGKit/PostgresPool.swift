@@ -145,17 +145,19 @@ public final class PostgresPool: Service, Sendable {
     /// With no group in flight the statement runs at once, alone. While one is in flight, a
     /// statement waits for a later group. A new group starts beside those in flight (up to
     /// `Configuration.commitGroups`) when the statements waiting, with the one arriving, are as
-    /// many as the last group started held (at least two): the arriving caller runs it. When a
-    /// group ends, the statements waiting go out as the next group if it was the last group in
-    /// flight (whoever waits, however few) or if they reach that size; the first of them runs
-    /// it. So a statement waits at most for the groups in flight when it came (and, with more
-    /// than 64 waiting, for its turn among them). The caller who runs a group takes a connection
-    /// from the pool (waiting its turn there like any caller) and runs the whole group on it, as
-    /// one pipeline and one transaction (`PostgresConnection`'s `queryGroup`): one round trip,
-    /// one commit and one wake-up of the server for all of them, instead of one each. (A second
-    /// group started as soon as one was in flight held two or three statements with 8 callers,
-    /// each group run serially by its own server process, and did no better than one group at a
-    /// time; one at a time left a core idle. BENCHMARKS.md, 2026-11-27.)
+    /// many as the last group started held and as its share of the callers lately busy (in
+    /// flight or waiting; with 2 groups, half of them), at least two (`GroupSizing`): the
+    /// arriving caller runs it. When a group ends, the statements waiting go out as the next
+    /// group if it was the last group in flight (whoever waits, however few) or if they reach
+    /// that size; the first of them runs it. So a statement waits at most for the groups in
+    /// flight when it came (and, with more than 64 waiting, for its turn among them). The caller
+    /// who runs a group takes a connection from the pool (waiting its turn there like any
+    /// caller) and runs the whole group on it, as one pipeline and one transaction
+    /// (`PostgresConnection`'s `queryGroup`): one round trip, one commit and one wake-up of the
+    /// server for all of them, instead of one each. (A second group started as soon as one was
+    /// in flight held two or three statements with 8 callers, each group run serially by its own
+    /// server process, and did no better than one group at a time; one at a time left a core
+    /// idle. BENCHMARKS.md, 2026-11-27.)
     ///
     /// A statement waiting for its group holds no connection, so groups are not bounded by the
     /// pool's size: 64 callers on 8 connections gather into groups of dozens, where callers
@@ -223,14 +225,16 @@ public final class PostgresPool: Service, Sendable {
         let turn: GroupTurn = await withUnsafeContinuation { continuation in
             let arrival = commitGroups.withLock { groups -> GroupArrival in
                 let own = GroupMember(query: query, batch: batch, continuation: nil)
+                groups.sizing.arrival(waiting: groups.waiting.count)
                 if groups.inFlight == 0 {
                     groups.start(size: 1)
                     return .lead([own])
                 }
                 // Beside a group in flight, a new one starts only once it is as large as the last
-                // one started: the statements that wait meanwhile would otherwise go out in
-                // twos and threes, each group run serially by its own server process.
-                if groups.inFlight < limit, groups.waiting.count + 1 >= groups.besideThreshold {
+                // one started and holds its share of the busy callers: the statements that wait
+                // meanwhile would otherwise go out in twos and threes, each group run serially by
+                // its own server process and committed by a WAL flush of its own.
+                if groups.inFlight < limit, groups.waiting.count + 1 >= groups.besideThreshold(limit: limit) {
                     let count = min(groups.waiting.count, Self.largestGroup - 1)
                     defer { groups.waiting.removeFirst(count) }
                     groups.start(size: count + 1)
@@ -264,10 +268,10 @@ public final class PostgresPool: Service, Sendable {
             // or they are as many as a group beside others must be: its first caller runs it.
             let next = commitGroups.withLock { groups -> [GroupMember]? in
                 groups.record(size: members.count, took: took, batch: batch)
-                groups.inFlight -= 1
+                groups.end(size: members.count)
                 // The last group in flight always takes whoever waits; beside others, only a
                 // group as large as a new one would have to be.
-                guard !groups.waiting.isEmpty, groups.inFlight == 0 || groups.waiting.count >= groups.besideThreshold else {
+                guard !groups.waiting.isEmpty, groups.inFlight == 0 || groups.waiting.count >= groups.besideThreshold(limit: limit) else {
                     return nil
                 }
                 let count = min(groups.waiting.count, Self.largestGroup)
@@ -285,7 +289,7 @@ public final class PostgresPool: Service, Sendable {
 
     /// At most this many statements in one group: a group runs serially on one server
     /// process, and its last statement's caller waits for all of them.
-    private static let largestGroup = 64
+    fileprivate static let largestGroup = 64
 
     /// Runs a group — as its batch form when every statement has the same one, else as a
     /// pipeline — and on failure each statement alone (see `queryCommittingTogether`).
@@ -369,12 +373,14 @@ public final class PostgresPool: Service, Sendable {
     /// How `queryCommittingTogether`'s callers were grouped so far: groups run, the statements
     /// in them, the time they were in flight (summed over groups), and how many groups ran as
     /// their batch form or tried to and failed (then ran one statement at a time); and now: the
-    /// groups in flight and the statements waiting for a later group.
+    /// groups in flight, the statements waiting for a later group, and how many a group beside
+    /// others must hold.
     public var groupStatistics: GroupStatistics {
         commitGroups.withLock {
             GroupStatistics(groups: $0.groupsRun, statements: $0.statementsRun, inFlight: $0.timeInFlight,
                             batches: $0.batchesRun, failedBatches: $0.batchesFailed,
-                            groupsInFlight: $0.inFlight, waiting: $0.waiting.count)
+                            groupsInFlight: $0.inFlight, waiting: $0.waiting.count,
+                            besideThreshold: $0.besideThreshold(limit: configuration.commitGroups))
         }
     }
 
@@ -386,6 +392,8 @@ public final class PostgresPool: Service, Sendable {
         public var failedBatches: Int
         public var groupsInFlight: Int
         public var waiting: Int
+        /// How many statements a group started beside others in flight must hold now.
+        public var besideThreshold: Int
     }
 
     /// Connections open now (in use or idle), and callers waiting for one.
@@ -762,8 +770,7 @@ private struct WaiterQueue {
 private struct CommitGroups {
     var waiting: [GroupMember] = []
     var inFlight = 0
-    /// How many statements the group started last holds.
-    var lastStarted = 0
+    var sizing = GroupSizing()
     var groupsRun = 0
     var statementsRun = 0
     var timeInFlight: Duration = .zero
@@ -773,12 +780,19 @@ private struct CommitGroups {
     /// A group of `size` statements goes out.
     mutating func start(size: Int) {
         inFlight += 1
-        lastStarted = size
+        sizing.started(size: size)
     }
 
-    /// How many statements a group started beside others in flight must hold: as many as the
-    /// last group started (at least two).
-    var besideThreshold: Int { max(2, lastStarted) }
+    /// A group of `size` statements ended.
+    mutating func end(size: Int) {
+        inFlight -= 1
+        sizing.ended(size: size)
+    }
+
+    /// How many statements a group started beside others in flight must hold (`GroupSizing`).
+    func besideThreshold(limit: Int) -> Int {
+        sizing.besideThreshold(groups: limit, largest: PostgresPool.largestGroup)
+    }
 
     /// Seconds a group took per statement in it, lately (moving average); nil before the first.
     var secondsPerStatement: Double?

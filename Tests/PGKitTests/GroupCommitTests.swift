@@ -370,6 +370,35 @@ struct GroupCommitTests {
         await pool.close()
     }
 
+    /// With two groups in flight (three statements) and two waiting, five callers are busy: a
+    /// group beside another must hold three, its share, though the last group started held two.
+    /// So when the first group ends, the two stay waiting (as large as the last group, they
+    /// went out before), and the last group in flight takes them when it ends.
+    @Test func aGroupBesideAnotherHoldsItsShareOfTheBusyCallers() async throws {
+        let pool = try await Self.pool(groups: 2)
+        let locks = try await HeldLocks(database: pool.configuration.connection, keys: [1, 2])
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            try await Self.startTwoGroupsWaitingForLocks(pool, in: &group)
+            #expect(pool.groupStatistics.besideThreshold == 2, "three busy: a share of two")
+            let two = (1...2).map { index in Task { try await Self.insert("s\(index)", into: pool) } }
+            try await Self.waitUntil("two wait") { pool.groupStatistics.waiting == 2 }
+            #expect(pool.groupStatistics.besideThreshold == 3, "five busy (three in flight, two waiting): half of them, rounded up")
+            locks.release(1)
+            try await Self.waitUntil("the first group ends") { pool.groupStatistics.groups == 1 }
+            #expect(pool.groupStatistics.waiting == 2, "two waiting are fewer than the three a group beside another must hold")
+            #expect(pool.groupStatistics.groupsInFlight == 1)
+            #expect(try await Self.stored(pool) == [])
+            locks.release(2)
+            let transactions = Set([try await two[0].value, try await two[1].value])
+            #expect(transactions.count == 1, "the last group in flight took both, as one group")
+            try await group.waitForAll()
+        }
+        #expect(try await Self.stored(pool) == ["s1", "s2"])
+        #expect(pool.groupStatistics.groups == 3)
+        await locks.close()
+        await pool.close()
+    }
+
     /// Callers that hold no connection (`queryCommittingTogether(_:batch:)`) hold none while
     /// they wait either: a group is not capped at the pool's size.
     @Test func callersHoldingNoConnectionGatherIntoAGroupLargerThanThePool() async throws {
