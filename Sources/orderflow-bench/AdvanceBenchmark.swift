@@ -110,8 +110,9 @@ struct AdvanceBenchmark: AsyncParsableCommand {
                 if side == .raw {
                     try await startTurn()
                     let cpuBefore = CPUUse.now()
+                    let walBefore = await WALFlushes.read(setup.pool)
                     rate = try await rawTransition.run(url: bench.configuration.connectionString, clients: tasks, seconds: seconds)
-                    detail = cpuDetail(from: cpuBefore, rate: rate)
+                    detail = cpuDetail(from: cpuBefore, rate: rate) + "\n" + WALFlushes.summary(from: walBefore, to: await WALFlushes.read(setup.pool), rate: rate)
                 } else {
                     let engine = OrderFlowEngine(configuration: configuration, logger: logger)
                     let orders = nextOrder..<(nextOrder + ordersPerTurn)
@@ -119,9 +120,11 @@ struct AdvanceBenchmark: AsyncParsableCommand {
                     try await createOrders(engine: engine, range: orders)
                     try await startTurn()
                     let cpuBefore = CPUUse.now()
+                    let walBefore = await WALFlushes.read(setup.pool)
                     rate = try await runEngine(
                         engine: engine, orders: orders, executor: side == .preferredExecutor ? engine.preferredExecutor : nil)
                     detail = cpuDetail(from: cpuBefore, rate: rate) + "\n" + groupDetail(engine.pool.groupStatistics, since: cpuBefore)
+                        + "\n" + WALFlushes.summary(from: walBefore, to: await WALFlushes.read(setup.pool), rate: rate)
                     await engine.shutdown()
                 }
                 rates[side, default: []].append(rate)
@@ -149,6 +152,33 @@ struct AdvanceBenchmark: AsyncParsableCommand {
     private func cpuDetail(from start: CPUUse?, rate: Double) -> String {
         guard let start, let end = CPUUse.now() else { return "" }
         return end.summary(since: start, rate: rate)
+    }
+
+    /// The server's WAL flushes (`pg_stat_wal`), read before and after a turn: both sides of
+    /// the benchmark wait for them, so transitions per flush is what a commit group must raise
+    /// (8 callers: pgbench about 3.1 a flush; groups of 3 gave 2.85, groups of 4 about 3.8).
+    private struct WALFlushes {
+        var flushes: Double
+        var bytes: Double
+        var taken: ContinuousClock.Instant
+
+        /// Nil when the server does not say (`pg_stat_wal` is PostgreSQL 14 and later).
+        static func read(_ pool: PostgresPool) async -> WALFlushes? {
+            guard let row = try? await pool.query(PostgresQuery("SELECT wal_sync, wal_bytes::float8 AS wal_bytes FROM pg_stat_wal")).first,
+                  let flushes = try? row.decode("wal_sync", as: Int64.self), let bytes = try? row.decode("wal_bytes", as: Double.self)
+            else { return nil }
+            return WALFlushes(flushes: Double(flushes), bytes: bytes, taken: .now)
+        }
+
+        static func summary(from start: WALFlushes?, to end: WALFlushes?, rate: Double) -> String {
+            guard let start, let end, end.flushes > start.flushes else { return "WAL flushes: not measured (pg_stat_wal not readable)" }
+            let (flushes, bytes) = (end.flushes, end.bytes)
+            let elapsed = end.taken - start.taken
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            let transitions = rate * seconds
+            return String(format: "WAL: %.0f flushes/s, %.2f transitions per flush, %.0f bytes per transition",
+                          (flushes - start.flushes) / seconds, transitions / (flushes - start.flushes), (bytes - start.bytes) / max(1, transitions))
+        }
     }
 
     /// How the turn's advances were committed together.
