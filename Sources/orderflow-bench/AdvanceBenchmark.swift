@@ -156,7 +156,7 @@ struct AdvanceBenchmark: AsyncParsableCommand {
 
     /// The server's WAL flushes (`pg_stat_wal`), read before and after a turn: both sides of
     /// the benchmark wait for them, so transitions per flush is what a commit group must raise
-    /// (8 callers: pgbench about 3.1 a flush; groups of 3 gave 2.85, groups of 4 about 3.8).
+    /// (8 callers: pgbench about 3.1 a flush; groups of 3 gave 2.85, groups of 4 about 4).
     private struct WALFlushes {
         var flushes: Double
         var bytes: Double
@@ -172,12 +172,11 @@ struct AdvanceBenchmark: AsyncParsableCommand {
 
         static func summary(from start: WALFlushes?, to end: WALFlushes?, rate: Double) -> String {
             guard let start, let end, end.flushes > start.flushes else { return "WAL flushes: not measured (pg_stat_wal not readable)" }
-            let (flushes, bytes) = (end.flushes, end.bytes)
             let elapsed = end.taken - start.taken
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-            let transitions = rate * seconds
+            let (flushes, transitions) = (end.flushes - start.flushes, rate * seconds)
             return String(format: "WAL: %.0f flushes/s, %.2f transitions per flush, %.0f bytes per transition",
-                          (flushes - start.flushes) / seconds, transitions / (flushes - start.flushes), (bytes - start.bytes) / max(1, transitions))
+                          flushes / seconds, transitions / flushes, (end.bytes - start.bytes) / max(1, transitions))
         }
     }
 
