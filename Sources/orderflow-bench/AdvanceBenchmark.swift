@@ -173,7 +173,7 @@ struct AdvanceBenchmark: AsyncParsableCommand {
         static func summary(from start: WALFlushes?, to end: WALFlushes?, rate: Double) -> String {
             guard let start, let end, end.flushes > start.flushes else { return "WAL flushes: not measured (pg_stat_wal not readable)" }
             let elapsed = end.taken - start.taken
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            let seconds = elapsed.asSeconds
             let (flushes, transitions) = (end.flushes - start.flushes, rate * seconds)
             return String(format: "WAL: %.0f flushes/s, %.2f transitions per flush, %.0f bytes per transition",
                           flushes / seconds, transitions / flushes, (end.bytes - start.bytes) / max(1, transitions))
@@ -183,7 +183,7 @@ struct AdvanceBenchmark: AsyncParsableCommand {
     /// How the turn's advances were committed together.
     private func groupDetail(_ statistics: PostgresPool.GroupStatistics, since start: CPUUse?) -> String {
         guard statistics.groups > 0 else { return "commit groups: none (every advance written alone)" }
-        let inFlight = Double(statistics.inFlight.components.seconds) + Double(statistics.inFlight.components.attoseconds) / 1e18
+        let inFlight = statistics.inFlight.asSeconds
         let turn = start.flatMap { start in CPUUse.now().map { $0.seconds(since: start) } } ?? Double(seconds)
         return String(format: "commit groups: %d, %.1f advances each on average, %.2f in flight on average, %.0f µs each; %d ran as one statement, %d tried to and failed",
                       statistics.groups, Double(statistics.statements) / Double(statistics.groups),
@@ -218,7 +218,7 @@ struct AdvanceBenchmark: AsyncParsableCommand {
             try await group.waitForAll()
         }
         let elapsed = clock.now - started
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed.asSeconds
         return Double(count.value.load(ordering: .relaxed)) / seconds
     }
 }

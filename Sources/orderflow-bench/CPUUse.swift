@@ -44,7 +44,7 @@ struct CPUUse {
     /// Seconds from `start` to this reading.
     func seconds(since start: CPUUse) -> Double {
         let elapsed = taken - start.taken
-        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return elapsed.asSeconds
     }
 
     /// "this process 72 µs, everything else 180 µs per transition; cores idle 31 %" for the

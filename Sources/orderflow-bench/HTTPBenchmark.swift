@@ -196,7 +196,7 @@ struct HTTPBenchmark: AsyncParsableCommand {
             try await group.waitForAll()
         }
         let elapsed = clock.now - started
-        return Double(count.value.load(ordering: .relaxed)) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+        return Double(count.value.load(ordering: .relaxed)) / elapsed.asSeconds
     }
 
     private func runLibrary(_ engine: OrderFlowEngine, orders: Range<Int>, seconds: Int) async throws -> Double {
