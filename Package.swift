@@ -247,6 +247,7 @@ let package = Package(
                 "OrderFlowHTTP", "OrderFlow", "OrderFlowTesting", "PGKit",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
     ],

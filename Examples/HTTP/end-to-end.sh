@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One order from creation to delivery over the HTTP API, with curl: the merchant's backend
-# (API key) creates and advances it; the customer's app (the order's client secret) hands over
-# its push-to-start token, follows the order, reports the activity's update token and what it
-# shows. Meanwhile the event feed (Server-Sent Events) is recorded.
+# (API key) creates and advances it; the customer's app (the order's client secret) registers
+# its device, hands over its push-to-start token, follows the order, reports the activity's
+# update token and what it shows — every device call with the device's own credential.
+# Meanwhile the event feed (Server-Sent Events) is recorded.
 #
 #   API=http://127.0.0.1:8080 KEY=of_live_… ORDER=1042 Examples/HTTP/end-to-end.sh
 #
@@ -10,14 +11,16 @@
 set -euo pipefail
 : "${API:?set API, e.g. http://127.0.0.1:8080}" "${KEY:?set KEY to a merchant API key}"
 ORDER=${ORDER:-1042}
-DEVICE=${DEVICE:-anna-iphone}
 PUSH_TO_START_TOKEN=${PUSH_TO_START_TOKEN:-$(printf 'a1%.0s' {1..32})}
 ACTIVITY_TOKEN=${ACTIVITY_TOKEN:-$(printf 'b2%.0s' {1..32})}
 EVENTS=${EVENTS:-$(mktemp)}
 
 field() { python3 -c 'import json, sys; print(json.load(sys.stdin)'"$1"')'; }
 backend() { curl -sS --fail-with-body -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' "$@"; }
-app() { curl -sS --fail-with-body -H "Authorization: Bearer $SECRET" -H 'Content-Type: application/json' "$@"; }
+app() {
+  curl -sS --fail-with-body -H "Authorization: Bearer $SECRET" -H "OrderFlow-Device-Credential: ${DEVICE_CREDENTIAL:-}" \
+    -H 'Content-Type: application/json' "$@"
+}
 
 # The live feed, from now on (a board or a backend keeps it open; this script stops it at the
 # end, or curl after two minutes). "From now" is when the server answers: its first line.
@@ -34,7 +37,13 @@ SECRET=$(backend -X POST "$API/v1/orders" -H "Idempotency-Key: create-$ORDER" \
   | field '["client_secret"]')
 echo "created order $ORDER; its client secret goes to the app"
 
-# The app: its push-to-start token, then it follows the order — the worker starts the activity.
+# The app registers its device once (the server picks an id nobody can guess) and keeps the
+# credential (the Keychain, in an app); then its push-to-start token, then it follows the order —
+# the worker starts the activity.
+registered=$(app -X POST "$API/v1/devices" -d '{}')
+DEVICE=$(field '["device"]' <<<"$registered")
+DEVICE_CREDENTIAL=$(field '["device_credential"]' <<<"$registered")
+echo "registered the app's device $DEVICE"
 app -X PUT "$API/v1/devices/$DEVICE/push-to-start-tokens/FoodOrderAttributes" -d '{"token": "'"$PUSH_TO_START_TOKEN"'"}' >/dev/null
 app -X PUT "$API/v1/orders/$ORDER/followers/$DEVICE"
 for _ in $(seq 100); do

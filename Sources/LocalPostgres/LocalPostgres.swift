@@ -119,14 +119,13 @@ public struct LocalPostgres: Sendable {
         }
         let password = Self.randomPassword()
         let passwordFile = serverFolder.appendingPathComponent("initdb-password")
-        try Data((password + "\n").utf8).write(to: passwordFile)
+        try Self.writeSecretFile(Data((password + "\n").utf8), to: passwordFile)
         defer { try? fileManager.removeItem(at: passwordFile) }
         if Self.isRoot {
             let user = try Self.serverUser()
             try chown(serverFolder, to: user)
             try chown(passwordFile, to: user)
         }
-        chmod(passwordFile.path, 0o600)
         logger.info("creating local PostgreSQL cluster", metadata: ["localdb.folder": "\(serverFolder.path)"])
         let result = try await run(binaries.initdb, [
             "-D", dataDirectory.path, "-U", userName, "--pwfile", passwordFile.path,
@@ -165,8 +164,39 @@ public struct LocalPostgres: Sendable {
 
     private func writeCredentials(_ credentials: Credentials) throws {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        try JSONEncoder().encode(credentials).write(to: credentialsFile, options: .atomic)
-        chmod(credentialsFile.path, 0o600)
+        try Self.writeSecretFile(try JSONEncoder().encode(credentials), to: credentialsFile)
+    }
+
+    /// Writes a file that holds a secret so that no other user can read it at any moment: a new
+    /// file created 0600 (not chmod-ed after it was written, which leaves a window), filled,
+    /// flushed, then renamed over `url` in one step.
+    static func writeSecretFile(_ data: Data, to url: URL) throws {
+        let temporary = url.path + ".\(getpid()).tmp"
+        unlink(temporary)
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw Error("cannot create \(temporary): \(String(cString: strerror(errno)))")
+        }
+        var failure: Int32 = 0
+        data.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    failure = errno
+                    return
+                }
+                offset += written
+            }
+        }
+        if failure == 0, fsync(descriptor) != 0 { failure = errno }
+        close(descriptor)
+        guard failure == 0, rename(temporary, url.path) == 0 else {
+            let reason = failure != 0 ? failure : errno
+            unlink(temporary)
+            throw Error("cannot write \(url.path): \(String(cString: strerror(reason)))")
+        }
     }
 
     private func connectionString(_ credentials: Credentials) -> String {

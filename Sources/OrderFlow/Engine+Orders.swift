@@ -47,11 +47,20 @@ extension OrderFlowEngine {
                         "order \(Self.shown(request.orderID)) cannot be created: its push-to-start (attributes, start alert and first content together) would be over APNs' \(APNSLimits.maximumPayloadSize)-byte limit; shorten the attribute values")
                 }
             }
-            let created = try await orderStore.insertOrder(
-                orderID: request.orderID, workflow: request.workflow, version: version, state: workflow.initialState,
-                attributes: attributes.postgresJSON, content: rendering.content.postgresJSON, creationKey: request.idempotencyKey,
-                at: now, input: input.postgresJSON, rendered: rendering.json.postgresJSON, actor: request.actor,
-                channelStoragePolicy: workflow.lifecycle.audience.storagePolicy)
+            let created: Bool
+            do {
+                created = try await orderStore.insertOrder(
+                    orderID: request.orderID, workflow: request.workflow, version: version, state: workflow.initialState,
+                    attributes: attributes.postgresJSON, content: rendering.content.postgresJSON, creationKey: request.idempotencyKey,
+                    at: now, input: input.postgresJSON, rendered: rendering.json.postgresJSON, actor: request.actor,
+                    channelStoragePolicy: workflow.lifecycle.audience.storagePolicy)
+            } catch let error as PostgresError where error.isUniqueViolation && request.idempotencyKey != nil {
+                // The key created another order already (a key names one creation per merchant).
+                let other = try await orderStore.order(creationKey: request.idempotencyKey!)
+                throw OrderFlowError(
+                    .conflict,
+                    "idempotency key \(Self.shown(request.idempotencyKey!)) already created order \(Self.shown(other ?? "?")); nothing changed. Use a new key for a different order")
+            }
             if !created {
                 let snapshot = try await orderSnapshot(request.orderID)
                 let key = try await orderStore.creationKey(orderID: request.orderID)

@@ -34,6 +34,9 @@ public struct OrderFlowConfiguration: Sendable {
     /// one group at a time, and 64 callers still gather into groups of ~25 (BENCHMARKS.md,
     /// 2026-11-27).
     public var commitGroups: Int = 2
+    /// Whether the customer's app must register a device before a client secret may change it
+    /// (``DeviceCredentialPolicy``). Default `.required`.
+    public var deviceCredentials: DeviceCredentialPolicy = .required
 
     public init(database: PostgresConfiguration, merchantID: String = "default", maximumConnections: Int = 8) {
         self.database = database

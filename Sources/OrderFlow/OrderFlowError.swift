@@ -14,6 +14,9 @@ public struct OrderFlowError: Error, Sendable, CustomStringConvertible {
         case invalidTransition
         /// A value the caller gave is not acceptable (attributes, input, token, ambiguous name).
         case invalidInput
+        /// The caller's credential may not make this call, or reach this device or order
+        /// (an order's client secret used on another customer's device). Nothing changed.
+        case forbidden
         /// The database cannot be reached now, or has no (current) schema; the message says which.
         case databaseUnavailable
         /// The database is fine but the engine is at capacity: every connection of the pool in

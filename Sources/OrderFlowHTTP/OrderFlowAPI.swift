@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import Logging
 import OpenAPIRuntime
 import OrderFlow
 import WorkflowKit
@@ -14,6 +15,8 @@ struct OrderFlowAPI: APIProtocol {
     let workerStatus: (@Sendable () -> String)?
     /// The open event streams, ended when the server stops.
     let events: EventStreams
+    /// Where `/healthz` says what it does not tell the public: the database's own words.
+    var logger: Logger = Logger(label: "orderflow.http")
 
     // MARK: Workflows
 
@@ -86,9 +89,16 @@ struct OrderFlowAPI: APIProtocol {
     func getOrder(_ input: Operations.GetOrder.Input) async throws -> Operations.GetOrder.Output {
         await respond(Operations.GetOrder.Output.default, access: .order(input.path.id)) { engine in
             let details = try await engine.order(input.path.id)
+            var activities = details.activities
+            if let scope = RequestScope.current, scope.grantedOrder != nil {
+                // The customer's app sees its own device's activity, never the other followers.
+                var own: String?
+                if let credential = scope.deviceCredential { own = try await engine.deviceOfCredential(credential) }
+                activities = activities.filter { $0.deviceID == own }
+            }
             return .ok(.init(body: .json(.init(
                 order: try await order(details.order, engine),
-                activities: details.activities.map(Self.activity),
+                activities: activities.map(Self.activity),
                 pendingUpdates: details.pendingCommands))))
         }
     }
@@ -136,21 +146,21 @@ struct OrderFlowAPI: APIProtocol {
     // MARK: Devices
 
     func followOrder(_ input: Operations.FollowOrder.Input) async throws -> Operations.FollowOrder.Output {
-        await respond(Operations.FollowOrder.Output.default, access: .order(input.path.id)) { engine in
+        await respond(Operations.FollowOrder.Output.default, access: .order(input.path.id), device: input.path.device) { engine in
             try await engine.follow(orderID: input.path.id, deviceID: input.path.device)
             return .noContent(.init())
         }
     }
 
     func unfollowOrder(_ input: Operations.UnfollowOrder.Input) async throws -> Operations.UnfollowOrder.Output {
-        await respond(Operations.UnfollowOrder.Output.default, access: .order(input.path.id)) { engine in
+        await respond(Operations.UnfollowOrder.Output.default, access: .order(input.path.id), device: input.path.device) { engine in
             try await engine.unfollow(orderID: input.path.id, deviceID: input.path.device)
             return .noContent(.init())
         }
     }
 
     func registerActivityToken(_ input: Operations.RegisterActivityToken.Input) async throws -> Operations.RegisterActivityToken.Output {
-        await respond(Operations.RegisterActivityToken.Output.default, access: .order(input.path.id)) { engine in
+        await respond(Operations.RegisterActivityToken.Output.default, access: .order(input.path.id), device: input.path.device) { engine in
             guard case .json(let body) = input.body else { throw OrderFlowError(.invalidInput, "send the token as application/json") }
             let stored = try await engine.registerActivityToken(orderID: input.path.id, deviceID: input.path.device, token: body.token)
             return .ok(.init(body: .json(.init(tokenSuffix: Self.suffix(stored)))))
@@ -158,7 +168,7 @@ struct OrderFlowAPI: APIProtocol {
     }
 
     func reportActivityState(_ input: Operations.ReportActivityState.Input) async throws -> Operations.ReportActivityState.Output {
-        await respond(Operations.ReportActivityState.Output.default, access: .order(input.path.id)) { engine in
+        await respond(Operations.ReportActivityState.Output.default, access: .order(input.path.id), device: input.path.device) { engine in
             guard case .json(let body) = input.body else { throw OrderFlowError(.invalidInput, "send the report as application/json") }
             guard let state = AppActivityState(rawValue: body.state.rawValue) else {
                 throw OrderFlowError(.invalidInput, "`state` must be active, stale, ended or dismissed")
@@ -170,11 +180,24 @@ struct OrderFlowAPI: APIProtocol {
     }
 
     func registerPushToStartToken(_ input: Operations.RegisterPushToStartToken.Input) async throws -> Operations.RegisterPushToStartToken.Output {
-        await respond(Operations.RegisterPushToStartToken.Output.default, access: .anyOrder) { engine in
+        await respond(Operations.RegisterPushToStartToken.Output.default, access: .anyOrder, device: input.path.device) { engine in
             guard case .json(let body) = input.body else { throw OrderFlowError(.invalidInput, "send the token as application/json") }
             let stored = try await engine.registerPushToStartToken(
                 deviceID: input.path.device, attributesType: input.path.attributesType, token: body.token)
             return .ok(.init(body: .json(.init(tokenSuffix: Self.suffix(stored)))))
+        }
+    }
+
+    func registerDevice(_ input: Operations.RegisterDevice.Input) async throws -> Operations.RegisterDevice.Output {
+        await respond(Operations.RegisterDevice.Output.default, access: .anyOrder) { engine in
+            var body: Components.Schemas.NewDevice?
+            if case .json(let given)? = input.body { body = given }
+            let replacing = body?.replaceCredential ?? false
+            if replacing, RequestScope.current?.grantedOrder != nil {
+                throw AccessDenied(detail: "only the merchant's API key may replace a device's credential; an app that lost its credential registers as a new device (leave `device` out)")
+            }
+            let registered = try await engine.registerAppDevice(deviceID: body?.device, replacingCredential: replacing)
+            return .created(.init(body: .json(.init(device: registered.deviceID, deviceCredential: registered.credential))))
         }
     }
 
@@ -233,8 +256,11 @@ struct OrderFlowAPI: APIProtocol {
             }
             return .ok(.init(body: .json(.init(status: .ok, database: "reachable", worker: worker))))
         } catch {
+            // The public answer names no host, port or libpq reason; the log (the operator's) does.
             let problem = ProblemResponse.problem(for: error, requestID: RequestScope.current?.requestID)
-            return .serviceUnavailable(.init(body: .json(.init(status: .unhealthy, database: problem.body.detail, worker: worker))))
+            logger.error("health check: the database did not answer", metadata: ["reason": "\(problem.body.detail)"])
+            let state = OrderFlowError.translating(error)?.isBusy == true ? "busy" : "unreachable"
+            return .serviceUnavailable(.init(body: .json(.init(status: .unhealthy, database: state, worker: worker))))
         }
     }
 
@@ -248,7 +274,7 @@ struct OrderFlowAPI: APIProtocol {
     }
 
     /// The history's actor for changes made through the API.
-    static var actor: String { "api:\(RequestScope.current?.requestID ?? "-")" }
+    static var actor: String { RequestScope.current?.actor ?? "api" }
 
     /// Who may make a call: a merchant's API key always; an order's client secret only where
     /// the customer's app needs it.
@@ -262,13 +288,19 @@ struct OrderFlowAPI: APIProtocol {
     }
 
     /// Runs `body` with the engine of the request's merchant; any error becomes a problem response.
+    /// With `device`, a call on a client secret's authority must also be let change that device
+    /// (``OrderFlowEngine/authorizeAppDevice(_:credential:)``); the merchant's key always may.
     private func respond<Output>(
-        _ problem: (Int, Components.Responses.Problem) -> Output, access: Access = .merchant,
+        _ problem: (Int, Components.Responses.Problem) -> Output, access: Access = .merchant, device: String? = nil,
         _ body: (OrderFlowEngine) async throws -> Output
     ) async -> Output {
         let requestID = RequestScope.current?.requestID
         do {
-            return try await body(try scopedEngine(access: access))
+            let engine = try scopedEngine(access: access)
+            if let device, let scope = RequestScope.current, scope.grantedOrder != nil {
+                try await engine.authorizeAppDevice(device, credential: scope.deviceCredential)
+            }
+            return try await body(engine)
         } catch {
             let (status, details) = ProblemResponse.problem(for: error, requestID: requestID)
             let headers = Components.Responses.Problem.Headers(

@@ -20,17 +20,24 @@ public struct OrderFlowHTTPConfiguration: Sendable {
     public var runsWorker: Bool = true
     /// The worker's state for `/healthz` (`running` is healthy), when this process runs one.
     public var workerStatus: (@Sendable () -> String)?
-    /// The registry `GET /metrics` shows (the process's metrics, the worker's included, when
-    /// it is the one `MetricsSystem` was bootstrapped with); nil serves no `/metrics`.
+    /// The registry `GET /metrics` shows on this listener (the process's metrics, the worker's
+    /// included, when it is the one `MetricsSystem` was bootstrapped with), only to a request
+    /// bearing ``metricsToken``: the metrics name every merchant and its traffic, which the
+    /// internet must not read. Without both, this listener serves no `/metrics`; give the
+    /// registry its own listener on loopback instead (`MetricsEndpoint`).
     public var metrics: PrometheusCollectorRegistry?
+    /// The bearer token `GET /metrics` needs here (at least 16 characters).
+    public var metricsToken: String?
 
     public init(host: String = "127.0.0.1", port: Int = 8080, runsWorker: Bool = true,
-                workerStatus: (@Sendable () -> String)? = nil, metrics: PrometheusCollectorRegistry? = nil) {
+                workerStatus: (@Sendable () -> String)? = nil, metrics: PrometheusCollectorRegistry? = nil,
+                metricsToken: String? = nil) {
         self.host = host
         self.port = port
         self.runsWorker = runsWorker
         self.workerStatus = workerStatus
         self.metrics = metrics
+        self.metricsToken = metricsToken
     }
 }
 
@@ -64,8 +71,9 @@ public final class OrderFlowHTTPServer: Service, Sendable {
     public func run() async throws {
         let application = Application(
             router: try Self.router(engine: engine, runsWorker: configuration.runsWorker, workerStatus: configuration.workerStatus,
-                                    events: events,
-                                    metrics: configuration.metrics, logger: logger),
+                                    events: events, metrics: configuration.metricsToken.flatMap { token in
+                                        configuration.metrics.map { (registry: $0, token: token) }
+                                    }, logger: logger),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "OrderFlow"),
             onServerRunning: { [self] channel in
                 let bound = channel.localAddress?.port
@@ -94,7 +102,7 @@ public final class OrderFlowHTTPServer: Service, Sendable {
     /// advance through the generated server, for the tests that compare it with `AdvanceRoute`).
     static func router(engine: OrderFlowEngine, runsWorker: Bool, workerStatus: (@Sendable () -> String)? = nil,
                        events: EventStreams = EventStreams(),
-                       metrics: PrometheusCollectorRegistry? = nil, logger: Logger,
+                       metrics: (registry: PrometheusCollectorRegistry, token: String)? = nil, logger: Logger,
                        advancesByHand: Bool = true) throws -> Router<BasicRequestContext> {
         let router = Router()
         // Outermost: every request is counted and timed (by route, method and status), and
@@ -113,13 +121,20 @@ public final class OrderFlowHTTPServer: Service, Sendable {
                      body: .init(byteBuffer: ByteBuffer(bytes: Contract.document)))
         }
         if let metrics {
-            router.get("/metrics") { _, _ in
-                Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                         body: .init(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
+            let expected = Array(metrics.token.utf8)
+            router.get("/metrics") { request, _ in
+                let given = request.headers[.authorization].flatMap(MerchantAuthentication<BasicRequestContext>.bearerCredential)
+                guard let given, Self.constantTimeEqual(Array(given.utf8), expected) else {
+                    return MerchantAuthentication<BasicRequestContext>.unauthorized(
+                        "the metrics need the operator's metrics token: `Authorization: Bearer <token>` (`orderflow serve --metrics-token-file`)",
+                        challenge: "Bearer", requestID: MerchantAuthentication<BasicRequestContext>.newRequestID())
+                }
+                return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                                body: .init(byteBuffer: ByteBuffer(bytes: metrics.registry.emitToBuffer())))
             }
         }
         BoardRoutes(engine: engine).register(on: router)
-        let api = OrderFlowAPI(engine: engine, runsWorker: runsWorker, workerStatus: workerStatus, events: events)
+        let api = OrderFlowAPI(engine: engine, runsWorker: runsWorker, workerStatus: workerStatus, events: events, logger: logger)
         // Compact JSON with its keys sorted (the runtime's default also pretty-prints: more bytes
         // on the wire and more work per answer, for no client that parses it). The advance
         // route answers ordinary requests itself (`AdvanceRoute`).
@@ -131,6 +146,14 @@ public final class OrderFlowHTTPServer: Service, Sendable {
             try api.registerHandlers(on: router, configuration: configuration)
         }
         return router
+    }
+}
+
+extension OrderFlowHTTPServer {
+    /// Compares every byte whatever differs first: the time taken says nothing of the token.
+    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        return zip(a, b).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
     }
 }
 

@@ -85,6 +85,7 @@ enum ProblemResponse {
         case .alreadyExists, .conflict: .conflict
         case .invalidTransition: .unprocessableContent
         case .invalidInput: .badRequest
+        case .forbidden: .forbidden
         case .databaseUnavailable, .busy: .serviceUnavailable
         case .invalidConfiguration, .unexpected: .internalServerError
         }
@@ -116,6 +117,7 @@ enum ProblemResponse {
 struct AccessDenied: Error {
     var detail: String
 
+    static let boardOnly = "the board's session may read orders, workflows and the feed, and advance or cancel orders; this call needs the merchant's API key"
     static let appOnly = "a client secret lets the customer's app read its order and report its tokens and activity; this call needs the merchant's API key"
 }
 

@@ -14,6 +14,12 @@ struct RequestScope: Sendable {
     /// For a request with an order's client secret (the customer's app): that order. The
     /// handlers allow such a request only the calls the app makes, for this order.
     var grantedOrder: String? = nil
+    /// The device credential the app sent beside its client secret
+    /// (`OrderFlow-Device-Credential`), checked by the handlers against the device a call names.
+    var deviceCredential: String? = nil
+    /// Who the history records as having made a change: the API key's public prefix, the board
+    /// session (a digest of it) or the order's app; never anything the caller chose.
+    var actor: String = "api"
 
     @TaskLocal static var current: RequestScope?
 }
@@ -68,8 +74,14 @@ struct MerchantAuthentication<Context: RequestContext>: RouterMiddleware {
                 return Self.unauthorized(BoardCookie.expired, challenge: "Bearer", requestID: requestID)
             }
             if let refused = BoardCookie.refuseCrossSite(request, requestID: requestID) { return refused }
+            guard Self.isBoardCall(request.method, request.uri.path) else {
+                var refused = ProblemResponse.response(for: AccessDenied(detail: AccessDenied.boardOnly), requestID: requestID)
+                refused.headers[.xRequestID] = requestID
+                return refused
+            }
             resolved(merchantID)
-            response = try await RequestScope.$current.withValue(RequestScope(merchantID: merchantID, requestID: requestID)) {
+            let scope = RequestScope(merchantID: merchantID, requestID: requestID, actor: OrderFlowEngine.boardSessionActor(session))
+            response = try await RequestScope.$current.withValue(scope) {
                 try await next(request, context)
             }
         } else {
@@ -81,11 +93,16 @@ struct MerchantAuthentication<Context: RequestContext>: RouterMiddleware {
             let scope: RequestScope?
             do {
                 if key.hasPrefix(OrderFlowEngine.clientSecretScheme) {
+                    let device = request.headers[.deviceCredential]
                     scope = try await engine.resolveClientSecret(key).map {
-                        RequestScope(merchantID: $0.merchantID, requestID: requestID, grantedOrder: $0.orderID)
+                        RequestScope(merchantID: $0.merchantID, requestID: requestID, grantedOrder: $0.orderID,
+                                     deviceCredential: device, actor: "app:\($0.orderID)")
                     }
                 } else {
-                    scope = try await engine.resolveAPIKey(key).map { RequestScope(merchantID: $0, requestID: requestID) }
+                    scope = try await engine.resolveAPIKey(key).map {
+                        RequestScope(merchantID: $0, requestID: requestID,
+                                     actor: "api-key:" + (OrderFlowEngine.apiKeyPrefix(of: key) ?? "?"))
+                    }
                 }
             } catch {
                 response = ProblemResponse.response(for: error, requestID: requestID)
@@ -134,8 +151,10 @@ struct MerchantAuthentication<Context: RequestContext>: RouterMiddleware {
     static func isAppCall(_ method: HTTPRequest.Method, _ path: String) -> Bool {
         let parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
         let segments = Array(parts)
-        guard segments.count >= 3, segments[0] == "v1", segments.allSatisfy({ !$0.isEmpty }) else { return false }
+        guard segments.count >= 2, segments[0] == "v1", segments.allSatisfy({ !$0.isEmpty }) else { return false }
         switch (method, segments.count, segments[1]) {
+        case (.post, 2, "devices"):
+            return true
         case (.get, 3, "orders"):
             return true
         case (.put, 5, "orders"), (.delete, 5, "orders"):
@@ -144,6 +163,30 @@ struct MerchantAuthentication<Context: RequestContext>: RouterMiddleware {
             return segments[3] == "activities" && (segments[5] == "token" || segments[5] == "state")
         case (.put, 5, "devices"):
             return segments[3] == "push-to-start-tokens"
+        default:
+            return false
+        }
+    }
+
+    /// The calls the counter board's page makes with its session cookie: reading orders, their
+    /// history, workflows and the feed; advancing and cancelling; signing out. A stolen or
+    /// left-open board session can do no more than staff at the counter (no workflows applied,
+    /// no devices, no deliveries retried).
+    static func isBoardCall(_ method: HTTPRequest.Method, _ path: String) -> Bool {
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        let parts = Array(segments)
+        guard parts.allSatisfy({ !$0.isEmpty }) else { return false }
+        switch (method, parts.count) {
+        case (.post, 2):
+            return parts == ["board", "sign-out"]
+        case (.get, 2):
+            return parts[0] == "v1" && (parts[1] == "orders" || parts[1] == "workflows" || parts[1] == "events")
+        case (.get, 3):
+            return parts[0] == "v1" && (parts[1] == "orders" || parts[1] == "workflows")
+        case (.get, 4):
+            return parts[0] == "v1" && parts[1] == "orders" && parts[3] == "history"
+        case (.post, 4):
+            return parts[0] == "v1" && parts[1] == "orders" && (parts[3] == "advance" || parts[3] == "cancel")
         default:
             return false
         }
@@ -184,4 +227,5 @@ struct MerchantAuthentication<Context: RequestContext>: RouterMiddleware {
 
 extension HTTPField.Name {
     static let xRequestID = HTTPField.Name("X-Request-ID")!
+    static let deviceCredential = HTTPField.Name("OrderFlow-Device-Credential")!
 }

@@ -37,6 +37,16 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(name: .customLong("no-worker"), help: "Serve the API only; workers run elsewhere (`orderflow worker run`).")
     var noWorker = false
 
+    @Option(name: .customLong("device-credentials"), help: ArgumentHelp(
+        "required (default): the customer's app registers its device and sends its credential before a client secret may change it. compatible: devices never registered may still be changed with a client secret alone, for apps released before device credentials; switch back once they have updated (docs/http-api.md).",
+        valueName: "policy"))
+    var deviceCredentials: DeviceCredentialPolicy = .required
+
+    @Option(name: .customLong("metrics-token-file"), help: ArgumentHelp(
+        "Also serve GET /metrics on the API's port, to requests bearing the token this file holds (`Authorization: Bearer <token>`, at least 16 characters). Without it the metrics are only on --metrics-port's own listener.",
+        valueName: "file"))
+    var metricsTokenFile: String?
+
     @OptionGroup var worker: HostOptions
 
     func validate() throws {
@@ -46,26 +56,45 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         let context = CommandContext.current()
         let logger = context.logger("orderflow.serve", defaultLevel: .info)
+        if deviceCredentials == .compatible {
+            Terminal.writeError("orderflow: warning: --device-credentials compatible: a client secret alone may still change a device never registered; switch back to required once the apps register their devices")
+        }
         // One registry for the process: the API's request metrics, the engine's and the
-        // worker's, all on the API's own `GET /metrics`.
+        // worker's, all on one `GET /metrics` (its own listener, or the API's with a token).
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
-        var configuration = OrderFlowHTTPConfiguration(host: host, port: port, runsWorker: !noWorker, metrics: registry)
+        let metricsToken = try metricsTokenFile.map { try Self.metricsToken(file: $0) }
+        var configuration = OrderFlowHTTPConfiguration(host: host, port: port, runsWorker: !noWorker, metrics: registry,
+                                                       metricsToken: metricsToken)
         if noWorker {
             let (database, source) = try await context.databaseConfiguration()
             var engine = OrderFlowConfiguration(database: database, maximumConnections: worker.connections)
             engine.cachedOrders = worker.cachedOrders
+            engine.deviceCredentials = deviceCredentials
             try await context.withEngine(engine, source: source) { engine in
                 let server = OrderFlowHTTPServer(engine: engine, configuration: configuration, logger: logger)
-                try await Self.serve([server], server: server, logger: logger)
+                var services: [any Service] = []
+                if let endpoint = worker.metricsEndpoint {
+                    services.append(try await MetricsEndpoint(configuration: endpoint, registry: registry, logger: logger))
+                }
+                try await Self.serve(services + [server], server: server, logger: logger)
             }
         } else {
-            let host = try await worker.makeHost(context: context, logger: logger)
+            let host = try await worker.makeHost(context: context, logger: logger, deviceCredentials: deviceCredentials)
             configuration.workerStatus = { host.status }
             let server = OrderFlowHTTPServer(engine: host.engine, configuration: configuration, logger: logger)
             // Stopped in reverse order: the API drains its requests first, then the worker stops.
             try await Self.serve([host, server], server: server, logger: logger)
         }
+    }
+
+    /// The metrics token a file holds (surrounding whitespace dropped).
+    static func metricsToken(file: String) throws -> String {
+        let token = try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard token.count >= 16, token.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
+            throw CLIError(.usage, "--metrics-token-file: \(file) must hold one token of at least 16 characters, no spaces (`openssl rand -hex 24 > \(file)`)")
+        }
+        return token
     }
 
     /// Runs `services` until a signal, saying once where the API listens.
@@ -89,3 +118,5 @@ struct ServeCommand: AsyncParsableCommand {
         }
     }
 }
+
+extension DeviceCredentialPolicy: ExpressibleByArgument {}

@@ -17,7 +17,11 @@ struct HTTPEndToEndTests {
         let key = try await setup.engine.createAPIKey(merchantID: "default", name: "e2e").secret
         var cli = setup.cli
         cli.workingDirectory = Fixtures.repository
-        let serve = try cli.start(["serve", "--port", "0"] + setup.workerArguments.dropFirst(2))
+        // The metrics on the API's own port only for the operator's token.
+        let metricsToken = "operator-metrics-token-0123456789"
+        let tokenFile = cli.directory.appendingPathComponent("metrics-token")
+        try metricsToken.write(to: tokenFile, atomically: true, encoding: .utf8)
+        let serve = try cli.start(["serve", "--port", "0", "--metrics-token-file", tokenFile.path] + setup.workerArguments.dropFirst(2))
         let port = try #require(try await HTTPWalkthroughTests.port(of: serve), "serve never said where it listens")
 
         let pushToStart = String(repeating: "a1", count: 32)
@@ -54,7 +58,9 @@ struct HTTPEndToEndTests {
         let health = try await cli.shell("curl -s http://127.0.0.1:\(port)/healthz")
         let healthBody = try JSONSerialization.jsonObject(with: Data(health.stdout.utf8)) as? [String: Any]
         #expect(healthBody?["worker"] as? String == "running" && healthBody?["status"] as? String == "ok", "\(health)")
-        let metrics = try await cli.shell("curl -s http://127.0.0.1:\(port)/metrics")
+        let withoutToken = try await cli.shell("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:\(port)/metrics")
+        #expect(withoutToken.stdout == "401", "\(withoutToken)")
+        let metrics = try await cli.shell("curl -s http://127.0.0.1:\(port)/metrics -H 'Authorization: Bearer \(metricsToken)'")
         for name in ["hb_requests", "orderflow_app_reports_total", "orderflow_pushes_applied_total", "orderflow_commit_to_applied_seconds"] {
             #expect(metrics.stdout.contains(name), "\(name) in /metrics:\n\(metrics.stdout.split(separator: "\n").filter { $0.hasPrefix("# TYPE") }.joined(separator: "\n"))")
         }

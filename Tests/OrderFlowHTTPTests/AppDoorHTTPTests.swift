@@ -23,7 +23,9 @@ extension HTTPAPITests {
             }
             let secret = try await create("A1")
             let otherSecret = try await create("A2")
-            let app = harness.headers(key: secret)
+            let device = try await call(client, .post, "/v1/devices", headers: harness.headers(key: secret), body: #"{"device": "phone"}"#)
+            #expect(device.status == .created, "\(device.body)")
+            let app = harness.headers([.deviceCredential: try #require(device.json["device_credential"] as? String)], key: secret)
 
             let read = try await call(client, .get, "/v1/orders/A1", headers: app)
             #expect(read.status == .ok, "\(read.body)")

@@ -14,12 +14,14 @@ import Synchronization
 /// is made, so a port in use fails at start; it closes at graceful shutdown.
 public final class MetricsEndpoint: Service, Sendable {
     public struct Configuration: Sendable {
-        /// The address to listen on. Default `0.0.0.0` (Prometheus usually scrapes from elsewhere).
+        /// The address to listen on. Default `127.0.0.1`: the metrics name every merchant and
+        /// its traffic, so only this machine reads them unless the operator opens them wider
+        /// (a scraper's network, behind a firewall).
         public var host: String
         /// The port; 0 picks a free one (see ``MetricsEndpoint/port``).
         public var port: Int
 
-        public init(host: String = "0.0.0.0", port: Int) {
+        public init(host: String = "127.0.0.1", port: Int) {
             self.host = host
             self.port = port
         }

@@ -33,6 +33,9 @@ extension OrderFlowEngine {
 
     /// The order a presented client secret grants; nil for a malformed or forged one (or one
     /// of a merchant that never made one). Compared in constant time.
+    ///
+    /// Only reads: a secret naming a merchant that has no key (any text an attacker makes up)
+    /// writes no row and leaves nothing in this process's memory.
     public func resolveClientSecret(_ presented: String) async throws -> ClientSecretGrant? {
         try await translatingErrors {
             guard presented.hasPrefix(Self.clientSecretScheme), presented.utf8.count <= 700 else { return nil }
@@ -44,7 +47,7 @@ extension OrderFlowEngine {
                   (try? OrderFlowConfiguration.validate(merchantID: merchantID)) != nil,
                   (try? Self.validateIdentifier(orderID, what: "order id")) != nil
             else { return nil }
-            let key = try await clientSecretKey(merchantID: merchantID)
+            guard let key = try await existingClientSecretKey(merchantID: merchantID) else { return nil }
             let expected = Self.clientSecretMAC(key: key, merchantID: merchantID, orderID: orderID)
             guard Self.constantTimeEqual(expected, mac) else { return nil }
             return ClientSecretGrant(merchantID: merchantID, orderID: orderID)
@@ -56,6 +59,15 @@ extension OrderFlowEngine {
         if let known = clientKeys.withLock({ $0[merchantID] }) { return known }
         let candidate = SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }
         let key = try await merchantStore.clientKey(merchantID: merchantID, candidate: candidate)
+        clientKeys.withLock { $0[merchantID] = key }
+        return key
+    }
+
+    /// The merchant's key if it has made one; misses are not remembered, so memory holds only
+    /// keys of merchants that exist.
+    private func existingClientSecretKey(merchantID: String) async throws -> Data? {
+        if let known = clientKeys.withLock({ $0[merchantID] }) { return known }
+        guard let key = try await merchantStore.existingClientKey(merchantID: merchantID) else { return nil }
         clientKeys.withLock { $0[merchantID] = key }
         return key
     }

@@ -68,34 +68,18 @@ extension OrderFlowEngine {
         }
     }
 
+    /// How the history names changes a board session made: `board:` and the first 12 hex
+    /// digits of a SHA-256 of its secret (the same for every change of the session, and saying
+    /// nothing of the secret).
+    public static func boardSessionActor(_ secret: String) -> String {
+        "board:" + secretHash(secret).prefix(6).map { String(format: "%02x", $0) }.joined()
+    }
+
     /// Ends a board session (signing out); unknown secrets are ignored.
     public func endBoardSession(_ secret: String) async throws {
         try await translatingErrors {
             guard Self.isSecret(secret, scheme: Self.boardSessionScheme) else { return }
             try await boardSessionStore.deleteSession(hash: Self.secretHash(secret))
         }
-    }
-
-    /// 32 bytes from the system's generator, as URL-safe base64 without padding (43 characters).
-    private static func randomSecret() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        return Base64URL.encode(bytes)
-    }
-
-    /// The scheme and 43 URL-safe base64 characters: anything else is not looked up.
-    private static func isSecret(_ text: String, scheme: String) -> Bool {
-        guard text.hasPrefix(scheme) else { return false }
-        let rest = text.utf8.dropFirst(scheme.utf8.count)
-        return rest.count == 43 && rest.allSatisfy {
-            (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0)
-                || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")
-        }
-    }
-
-    /// The stored form: the secrets are 256 random bits, so a plain SHA-256 cannot be reversed,
-    /// and finding the row by it says nothing about other secrets.
-    private static func secretHash(_ secret: String) -> Data {
-        Data(SHA256.hash(data: Data(secret.utf8)))
     }
 }

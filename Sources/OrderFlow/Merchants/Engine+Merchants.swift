@@ -192,6 +192,12 @@ extension OrderFlowEngine {
         }
     }
 
+    /// The public prefix of an API key (`of_live_<prefix>_…`), safe to log and to record as who
+    /// made a change; nil for text that is not a key.
+    public static func apiKeyPrefix(of key: String) -> String? {
+        apiKeyParts(key)?.prefix
+    }
+
     /// How long a key read from the database is trusted before it is read again.
     public static let apiKeyRecheck: Duration = .seconds(1)
 

@@ -136,4 +136,35 @@ struct DeviceStore: Sendable {
             return true
         }
     }
+
+    // MARK: Device credentials
+
+    /// Stores the hash of a device's new credential, making the device's row if it has none.
+    /// A device that has a credential keeps it unless `replacing`: false then, nothing changed.
+    func issueCredential(deviceID: String, hash: Data, replacing: Bool) async throws -> Bool {
+        try await pool.query(PostgresQuery("""
+            INSERT INTO devices (merchant_id, device_id, credential_hash, credential_issued_at)
+            VALUES ($1, $2, decode($3, 'base64'), now())
+            ON CONFLICT (merchant_id, device_id) DO UPDATE
+            SET credential_hash = EXCLUDED.credential_hash, credential_issued_at = now(), updated_at = now()
+            WHERE devices.credential_hash IS NULL OR $4
+            RETURNING device_id
+            """, merchantID, deviceID, hash.base64EncodedString(), replacing)).count == 1
+    }
+
+    /// The hash of the device's credential; nil when it has none (or no row).
+    func credentialHash(deviceID: String) async throws -> Data? {
+        guard let text = try await pool.query(PostgresQuery(
+            "SELECT encode(credential_hash, 'base64') AS hash FROM devices WHERE merchant_id = $1 AND device_id = $2",
+            merchantID, deviceID)).first?.decode("hash", as: String?.self)
+        else { return nil }
+        return Data(base64Encoded: text)
+    }
+
+    /// The device of this merchant whose credential has this hash.
+    func device(credentialHash hash: Data) async throws -> String? {
+        try await pool.query(PostgresQuery(
+            "SELECT device_id FROM devices WHERE credential_hash = decode($2, 'base64') AND merchant_id = $1",
+            merchantID, hash.base64EncodedString())).first?.decode("device_id")
+    }
 }

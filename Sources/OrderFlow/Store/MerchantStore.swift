@@ -161,6 +161,17 @@ struct MerchantStore: Sendable {
 
     /// The merchant's client-secret key, stored on first use: a concurrent first use keeps
     /// whichever key was inserted first, and both callers get that one.
+    /// The merchant's client-secret key, if one was made (never makes one).
+    func existingClientKey(merchantID: String) async throws -> Data? {
+        guard let text = try await pool.query(PostgresQuery(
+            "SELECT encode(key, 'base64') AS key FROM merchant_client_keys WHERE merchant_id = $1", merchantID)
+        ).first?.decode("key", as: String.self) else { return nil }
+        guard let key = Data(base64Encoded: text, options: .ignoreUnknownCharacters), key.count == 32 else {
+            throw OrderFlowError(.unexpected, "the stored client-secret key of merchant \(merchantID) is damaged")
+        }
+        return key
+    }
+
     func clientKey(merchantID: String, candidate: Data) async throws -> Data {
         var rows = try await pool.query(PostgresQuery("""
             WITH inserted AS (

@@ -43,6 +43,13 @@ struct OrderStore: Sendable {
         ).single().decode("created", as: Int.self) > 0
     }
 
+    /// The order created with this idempotency key, if any.
+    func order(creationKey: String) async throws -> String? {
+        try await pool.query(PostgresQuery(
+            "SELECT order_id FROM orders WHERE merchant_id = $1 AND creation_key = $2", merchantID, creationKey)
+        ).first?.decode("order_id")
+    }
+
     /// The idempotency key the order was created with.
     func creationKey(orderID: String) async throws -> String? {
         try await pool.query(PostgresQuery(

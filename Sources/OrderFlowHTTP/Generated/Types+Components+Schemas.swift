@@ -1250,6 +1250,73 @@ extension Components {
                 ])
             }
         }
+        /// - Remark: Generated from `#/components/schemas/NewDevice`.
+        internal struct NewDevice: Codable, Hashable, Sendable {
+            /// The id to register; left out, the server draws one nobody can guess.
+            ///
+            /// - Remark: Generated from `#/components/schemas/NewDevice/device`.
+            internal var device: Components.Schemas.Identifier?
+            /// With the merchant's API key only, a registered device gets a new credential.
+            ///
+            /// - Remark: Generated from `#/components/schemas/NewDevice/replace_credential`.
+            internal var replaceCredential: Swift.Bool?
+            /// Creates a new `NewDevice`.
+            ///
+            /// - Parameters:
+            ///   - device: The id to register; left out, the server draws one nobody can guess.
+            ///   - replaceCredential: With the merchant's API key only, a registered device gets a new credential.
+            internal init(
+                device: Components.Schemas.Identifier? = nil,
+                replaceCredential: Swift.Bool? = nil
+            ) {
+                self.device = device
+                self.replaceCredential = replaceCredential
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case device
+                case replaceCredential = "replace_credential"
+            }
+            internal init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.device = try container.decodeIfPresent(
+                    Components.Schemas.Identifier.self,
+                    forKey: .device
+                )
+                self.replaceCredential = try container.decodeIfPresent(
+                    Swift.Bool.self,
+                    forKey: .replaceCredential
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "device",
+                    "replace_credential"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/RegisteredDevice`.
+        internal struct RegisteredDevice: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/RegisteredDevice/device`.
+            internal var device: Swift.String
+            /// `of_dev_…`: send it as `OrderFlow-Device-Credential`; keep it in the Keychain; shown only now.
+            ///
+            /// - Remark: Generated from `#/components/schemas/RegisteredDevice/device_credential`.
+            internal var deviceCredential: Swift.String
+            /// Creates a new `RegisteredDevice`.
+            ///
+            /// - Parameters:
+            ///   - device:
+            ///   - deviceCredential: `of_dev_…`: send it as `OrderFlow-Device-Credential`; keep it in the Keychain; shown only now.
+            internal init(
+                device: Swift.String,
+                deviceCredential: Swift.String
+            ) {
+                self.device = device
+                self.deviceCredential = deviceCredential
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case device
+                case deviceCredential = "device_credential"
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/TokenStored`.
         internal struct TokenStored: Codable, Hashable, Sendable {
             /// The stored token's last characters.

@@ -88,6 +88,23 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `PUT /v1/orders/{id}/activities/{device}/state`.
     /// - Remark: Generated from `#/paths//v1/orders/{id}/activities/{device}/state/put(reportActivityState)`.
     func reportActivityState(_ input: Operations.ReportActivityState.Input) async throws -> Operations.ReportActivityState.Output
+    /// Registers the app's device and returns its credential (once).
+    ///
+    /// The customer's app calls this once per installation, with the client secret of an order
+    /// it was handed, and keeps the answer's `device_credential` in the Keychain: every later
+    /// call that names the device (`OrderFlow-Device-Credential`) must carry it. Leave
+    /// `device` out and the server picks an id nobody can guess (the safe choice); an app
+    /// updating from an earlier version may claim the id it used until now, once. A device
+    /// registered already is 409, unless the merchant's API key asks `replace_credential`
+    /// (an installation that lost its credential: the old one stops working).
+    ///
+    /// No `Idempotency-Key`: the credential is never stored, so an answer cannot be replayed.
+    /// An app whose answer was lost registers again without an id.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/devices`.
+    /// - Remark: Generated from `#/paths//v1/devices/post(registerDevice)`.
+    func registerDevice(_ input: Operations.RegisterDevice.Input) async throws -> Operations.RegisterDevice.Output
     /// The device's push-to-start token for an `ActivityAttributes` type.
     ///
     /// - Remark: HTTP `PUT /v1/devices/{device}/push-to-start-tokens/{attributesType}`.
@@ -328,6 +345,31 @@ extension APIProtocol {
     ) async throws -> Operations.ReportActivityState.Output {
         try await reportActivityState(Operations.ReportActivityState.Input(
             path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Registers the app's device and returns its credential (once).
+    ///
+    /// The customer's app calls this once per installation, with the client secret of an order
+    /// it was handed, and keeps the answer's `device_credential` in the Keychain: every later
+    /// call that names the device (`OrderFlow-Device-Credential`) must carry it. Leave
+    /// `device` out and the server picks an id nobody can guess (the safe choice); an app
+    /// updating from an earlier version may claim the id it used until now, once. A device
+    /// registered already is 409, unless the merchant's API key asks `replace_credential`
+    /// (an installation that lost its credential: the old one stops working).
+    ///
+    /// No `Idempotency-Key`: the credential is never stored, so an answer cannot be replayed.
+    /// An app whose answer was lost registers again without an id.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/devices`.
+    /// - Remark: Generated from `#/paths//v1/devices/post(registerDevice)`.
+    internal func registerDevice(
+        headers: Operations.RegisterDevice.Input.Headers = .init(),
+        body: Operations.RegisterDevice.Input.Body? = nil
+    ) async throws -> Operations.RegisterDevice.Output {
+        try await registerDevice(Operations.RegisterDevice.Input(
             headers: headers,
             body: body
         ))

@@ -129,7 +129,7 @@ public enum FailureReport {
         case .notFound: return .notFound
         case .alreadyExists, .conflict: return .conflict
         case .invalidTransition: return .invalidTransition
-        case .invalidInput: return .invalidInput
+        case .invalidInput, .forbidden: return .invalidInput
         case .databaseUnavailable, .busy: return .databaseUnavailable
         case .invalidConfiguration: return .usage
         case .unexpected: return .internalError

@@ -32,8 +32,13 @@ struct HostOptions: ParsableArguments {
         "Serve only this merchant's pushes and timers (repeatable; default every merchant).", valueName: "id"))
     var merchants: [String] = []
 
-    @Option(help: ArgumentHelp("Serve Prometheus metrics on this port (GET /metrics).", valueName: "port"))
+    @Option(help: ArgumentHelp("Serve Prometheus metrics on this port (GET /metrics), on its own listener.", valueName: "port"))
     var metricsPort: Int?
+
+    @Option(help: ArgumentHelp(
+        "The address the metrics listener binds (default 127.0.0.1, this machine only: the metrics name every merchant).",
+        valueName: "address"))
+    var metricsHost: String = "127.0.0.1"
 
     @Option(help: ArgumentHelp("Orders claimed at once (default 100).", valueName: "n"))
     var batchSize: Int = 100
@@ -68,8 +73,14 @@ struct HostOptions: ParsableArguments {
         }
     }
 
+    /// The metrics listener asked for, if any.
+    var metricsEndpoint: MetricsEndpoint.Configuration? {
+        metricsPort.map { MetricsEndpoint.Configuration(host: metricsHost, port: $0) }
+    }
+
     /// The running system these options describe: engine, APNs, worker, timers, metrics.
-    func makeHost(context: CommandContext, logger: Logger) async throws -> OrderFlowHost {
+    func makeHost(context: CommandContext, logger: Logger,
+                  deviceCredentials: DeviceCredentialPolicy = .required) async throws -> OrderFlowHost {
         let apns = try APNSSettings(flags: self, environment: context.environment)
         let merchantID = try context.checkedMerchantID()
         // Opens the merchants' own APNs keys; without it they wait (the log says so).
@@ -85,6 +96,7 @@ struct HostOptions: ParsableArguments {
         var engine = OrderFlowConfiguration(database: database, merchantID: merchantID, maximumConnections: connections)
         engine.acquireTimeout = .seconds(30)
         engine.cachedOrders = cachedOrders
+        engine.deviceCredentials = deviceCredentials
         var schemaCheck = engine
         schemaCheck.maximumConnections = 1
         try await context.withEngine(schemaCheck, source: source) { _ in }  // the schema is current, or made so
@@ -103,6 +115,6 @@ struct HostOptions: ParsableArguments {
         worker.lease = .seconds(lease)
         return try apns.makingHost(OrderFlowHostConfiguration(
             engine: engine, apns: apns.client, worker: worker,
-            metrics: metricsPort.map { MetricsEndpoint.Configuration(port: $0) }, masterKey: masterKey), logger: logger)
+            metrics: metricsEndpoint, masterKey: masterKey), logger: logger)
     }
 }

@@ -1,0 +1,26 @@
+-- OrderFlow schema, version 7: each device's own credential for the app's door.
+--
+-- A device id is a string the merchant or the app picks (`anna-iphone`); an order's client
+-- secret alone must not let one customer change another customer's device. A device registered
+-- through the app's door (`POST /v1/devices`) gets a credential (`of_dev_…`) that later token,
+-- follow and state calls for it must carry. As with API keys and board sessions, only the
+-- credential's SHA-256 is stored; it is looked up by that hash before the device is known (the
+-- app's `GET /v1/orders/{id}` names no device), hence the unique index.
+--
+-- Additive only: devices from before this version have no credential, and an older binary
+-- never reads these columns.
+ALTER TABLE devices
+    ADD COLUMN credential_hash      bytea CHECK (credential_hash IS NULL OR length(credential_hash) = 32),
+    ADD COLUMN credential_issued_at timestamptz;
+
+CREATE UNIQUE INDEX devices_by_credential ON devices (credential_hash) WHERE credential_hash IS NOT NULL;
+
+-- An idempotency key names one creation per merchant: the same key sent again for another
+-- order id is a conflict, not a second order. Keys reused so before this version keep their
+-- first order; the later orders lose only the key (a retry of them is then a conflict too).
+UPDATE orders o SET creation_key = NULL
+WHERE o.creation_key IS NOT NULL
+  AND EXISTS (SELECT 1 FROM orders f
+              WHERE f.merchant_id = o.merchant_id AND f.creation_key = o.creation_key
+                AND (f.created_at, f.order_id) < (o.created_at, o.order_id));
+CREATE UNIQUE INDEX orders_by_creation_key ON orders (merchant_id, creation_key) WHERE creation_key IS NOT NULL;
