@@ -4,9 +4,26 @@ import OrderFlow
 import Synchronization
 
 /// The open `GET /v1/events` streams (Server-Sent Events): each reads the merchant's feed from
-/// its cursor and writes every event as it commits; all of them end when the server stops, so
-/// that a graceful shutdown does not wait for clients that never hang up.
+/// its cursor and writes every event as it commits.
+///
+/// A stream reads a page only when the client has taken the last one (the response body pulls
+/// it), so a slow reader or a replay from an old cursor holds one page in memory, never the
+/// feed, and loses nothing. Each credential (an API key, a board session) holds at most
+/// ``Limits/perCredential`` streams at once; each stream looks again every few seconds
+/// whether its credential still stands, and ends when it does not (a revoked key, a board
+/// signed out or expired). All of them end when the server stops, so that a graceful shutdown
+/// does not wait for clients that never hang up.
 final class EventStreams: Sendable {
+    struct Limits: Sendable {
+        /// Streams one credential may hold open at once; the next is refused (429).
+        var perCredential = 8
+        /// How far back a cursor may reach: an older one is refused (410) rather than replaying
+        /// an unbounded stretch of the feed.
+        var replayWindow: Duration = .seconds(24 * 60 * 60)
+        /// How often a stream checks that its credential still stands.
+        var recheckInterval: Duration = .seconds(2)
+    }
+
     /// How often an idle stream looks for new events (commits elsewhere — the CLI, other
     /// processes' workers and timers — have no in-process signal).
     static let pollInterval: Duration = .milliseconds(250)
@@ -15,83 +32,189 @@ final class EventStreams: Sendable {
     /// Events read per query.
     static let pageSize = 200
 
+    let limits: Limits
     private let state = Mutex(State())
 
     private struct State {
         var closed = false
-        var producers: [Int: Task<Void, Never>] = [:]
-        var nextID = 0
+        /// Open streams by credential.
+        var open: [String: Int] = [:]
     }
+
+    init(limits: Limits = Limits()) {
+        self.limits = limits
+    }
+
+    /// Whether a stream's credential still stands (false ends the stream).
+    typealias Authorization = @Sendable () async -> Bool
 
     /// The stream's body: the events after `cursor`, then each as it commits.
-    func stream(engine: OrderFlowEngine, after cursor: FeedCursor) -> HTTPBody {
-        let (stream, continuation) = AsyncStream.makeStream(of: ArraySlice<UInt8>.self, bufferingPolicy: .bufferingOldest(64))
-        let id: Int? = state.withLock { state in
+    /// - Throws: ``TooManyStreams`` when `credential` holds ``Limits/perCredential`` already;
+    ///   ``CursorTooOld`` when the first event after `cursor` is older than the replay window.
+    /// `replaying`: the cursor is the client's (`Last-Event-ID`, `after`), not "now".
+    func stream(engine: OrderFlowEngine, after cursor: FeedCursor, replaying: Bool, credential: String,
+                stillAuthorized: @escaping Authorization) async throws -> HTTPBody {
+        if replaying {
+            // A cursor that reaches back beyond the window is refused before anything is held.
+            if let first = try await engine.feedEvents(after: cursor, limit: 1).events.first,
+               first.at < Date().addingTimeInterval(-limits.replayWindow.seconds) {
+                throw CursorTooOld(window: limits.replayWindow)
+            }
+        }
+        let admitted: Bool? = state.withLock { state in
             guard !state.closed else { return nil }
-            defer { state.nextID += 1 }
-            return state.nextID
+            guard state.open[credential, default: 0] < limits.perCredential else { return false }
+            state.open[credential, default: 0] += 1
+            return true
         }
-        guard let id else {
-            continuation.yield(ArraySlice(": the server is stopping; reconnect in a moment\n\n".utf8))
-            continuation.finish()
-            return HTTPBody(stream, length: .unknown, iterationBehavior: .single)
+        switch admitted {
+        case nil:
+            return HTTPBody(": the server is stopping; reconnect in a moment\n\n")
+        case false?:
+            throw TooManyStreams(limit: limits.perCredential)
+        case true?:
+            let lease = Lease(streams: self, credential: credential)
+            let feed = FeedChunks(engine: engine, start: cursor, streams: self, lease: lease, stillAuthorized: stillAuthorized)
+            return HTTPBody(feed, length: .unknown, iterationBehavior: .single)
         }
-        let producer = Task {
-            await Self.produce(engine: engine, after: cursor, into: continuation)
-            continuation.finish()
-        }
-        state.withLock { $0.producers[id] = producer }
-        continuation.onTermination = { [weak self] _ in
-            producer.cancel()
-            _ = self?.state.withLock { $0.producers.removeValue(forKey: id) }
-        }
-        return HTTPBody(stream, length: .unknown, iterationBehavior: .single)
     }
 
-    /// Ends every stream, and any opened from now on at once.
+    /// Ends every stream (within a poll interval), and any opened from now on at once.
     func closeAll() {
-        let producers = state.withLock { state in
-            state.closed = true
-            return Array(state.producers.values)
-        }
-        for producer in producers { producer.cancel() }
+        state.withLock { $0.closed = true }
     }
 
-    private static func produce(engine: OrderFlowEngine, after start: FeedCursor,
-                                into continuation: AsyncStream<ArraySlice<UInt8>>.Continuation) async {
-        // The reconnection delay browsers use, and a first line so that the client sees the
-        // response begin at once.
-        continuation.yield(ArraySlice("retry: 2000\n: OrderFlow events\n\n".utf8))
-        var cursor = start
-        var lastWrite = ContinuousClock.now
-        var unavailable = false
-        while !Task.isCancelled {
-            let page: FeedPage
-            do {
-                page = try await engine.feedEvents(after: cursor, limit: pageSize)
-                unavailable = false
-            } catch {
-                if !unavailable {
-                    // Said once per outage, as a comment: the stream stays open and resumes.
-                    let sentence = OrderFlowError.translating(error)?.message ?? "the feed could not be read"
-                    continuation.yield(ArraySlice(": \(oneLine(sentence)); retrying\n\n".utf8))
-                    lastWrite = .now
+    var isClosed: Bool { state.withLock { $0.closed } }
+
+    /// Streams open now for `credential`.
+    func openStreams(for credential: String) -> Int {
+        state.withLock { $0.open[credential, default: 0] }
+    }
+
+    fileprivate func release(_ credential: String) {
+        state.withLock { state in
+            let left = state.open[credential, default: 1] - 1
+            state.open[credential] = left > 0 ? left : nil
+        }
+    }
+
+    /// A stream's place among its credential's: given back once, when the stream ends or its
+    /// body is dropped (a client that hung up).
+    fileprivate final class Lease: Sendable {
+        private let released = Mutex(false)
+        private let streams: EventStreams
+        private let credential: String
+
+        init(streams: EventStreams, credential: String) {
+            self.streams = streams
+            self.credential = credential
+        }
+
+        func release() {
+            let first = released.withLock { done in
+                defer { done = true }
+                return !done
+            }
+            if first { streams.release(credential) }
+        }
+
+        deinit { release() }
+    }
+
+    /// The wire format, a chunk at a time: a page is read only once the previous one was taken.
+    private struct FeedChunks: AsyncSequence, Sendable {
+        typealias Element = ArraySlice<UInt8>
+        let engine: OrderFlowEngine
+        let start: FeedCursor
+        let streams: EventStreams
+        let lease: Lease
+        let stillAuthorized: Authorization
+
+        func makeAsyncIterator() -> Iterator {
+            Iterator(engine: engine, cursor: start, streams: streams, lease: lease, stillAuthorized: stillAuthorized)
+        }
+
+        struct Iterator: AsyncIteratorProtocol {
+            let engine: OrderFlowEngine
+            var cursor: FeedCursor
+            let streams: EventStreams
+            let lease: Lease
+            let stillAuthorized: Authorization
+            var started = false
+            var finished = false
+            var unavailable = false
+            var pending: [ArraySlice<UInt8>] = []
+            var lastWrite = ContinuousClock.now
+            var lastCheck = ContinuousClock.now
+
+            init(engine: OrderFlowEngine, cursor: FeedCursor, streams: EventStreams, lease: Lease, stillAuthorized: @escaping Authorization) {
+                self.engine = engine
+                self.cursor = cursor
+                self.streams = streams
+                self.lease = lease
+                self.stillAuthorized = stillAuthorized
+            }
+
+            mutating func next() async -> ArraySlice<UInt8>? {
+                if !started {
+                    started = true
+                    // The reconnection delay browsers use, and a first line so that the client
+                    // sees the response begin at once.
+                    return write("retry: 2000\n: OrderFlow events\n\n")
                 }
-                unavailable = true
-                try? await Task.sleep(for: .seconds(1))
-                continue
+                while !finished {
+                    if !pending.isEmpty { return write(pending.removeFirst()) }
+                    if Task.isCancelled || streams.isClosed { return end() }
+                    if ContinuousClock.now - lastCheck >= streams.limits.recheckInterval {
+                        lastCheck = .now
+                        guard await stillAuthorized() else {
+                            let said = write(": the credential of this stream was revoked or its session ended; reconnect with a valid one\n\n")
+                            finished = true
+                            return said
+                        }
+                    }
+                    let page: FeedPage
+                    do {
+                        page = try await engine.feedEvents(after: cursor, limit: EventStreams.pageSize)
+                        unavailable = false
+                    } catch {
+                        let sentence = OrderFlowError.translating(error)?.message ?? "the feed could not be read"
+                        let first = !unavailable
+                        unavailable = true
+                        try? await Task.sleep(for: .seconds(1))
+                        // Said once per outage, as a comment: the stream stays open and resumes.
+                        if first { return write(": \(Self.oneLine(sentence)); retrying\n\n") }
+                        continue
+                    }
+                    cursor = page.cursor
+                    pending = page.events.map { ArraySlice(EventStreams.encode($0).utf8) }
+                    if page.events.count == EventStreams.pageSize || !pending.isEmpty { continue }
+                    if ContinuousClock.now - lastWrite >= EventStreams.keepAliveInterval {
+                        return write(": keep-alive\n\n")
+                    }
+                    try? await Task.sleep(for: EventStreams.pollInterval)
+                }
+                return end()
             }
-            for event in page.events {
-                if case .terminated = continuation.yield(ArraySlice(encode(event).utf8)) { return }
+
+            private mutating func write(_ text: String) -> ArraySlice<UInt8> {
+                write(ArraySlice(text.utf8))
             }
-            if !page.events.isEmpty { lastWrite = .now }
-            cursor = page.cursor
-            if page.events.count == pageSize { continue }
-            if ContinuousClock.now - lastWrite >= keepAliveInterval {
-                if case .terminated = continuation.yield(ArraySlice(": keep-alive\n\n".utf8)) { return }
+
+            private mutating func write(_ chunk: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
                 lastWrite = .now
+                return chunk
             }
-            try? await Task.sleep(for: pollInterval)
+
+            private mutating func end() -> ArraySlice<UInt8>? {
+                finished = true
+                lease.release()
+                return nil
+            }
+
+            private static func oneLine(_ text: String) -> String {
+                String(text.map { $0.isNewline ? " " : $0 })
+            }
         }
     }
 
@@ -117,8 +240,28 @@ final class EventStreams: Sendable {
         }
         return encoder
     }()
+}
 
-    private static func oneLine(_ text: String) -> String {
-        String(text.map { $0.isNewline ? " " : $0 })
+/// A credential that holds as many event streams as it may: 429, retry later.
+struct TooManyStreams: Error {
+    var limit: Int
+    static let retryAfterSeconds = 5
+    var detail: String {
+        "this credential has \(limit) event streams open already, the most it may; close one (each browser tab of the board holds one) and try again"
+    }
+}
+
+/// A cursor from before the feed's replay window: 410, start again from now.
+struct CursorTooOld: Error {
+    var window: Duration
+    var detail: String {
+        "this cursor reaches back more than \(Int(window.seconds / 3600)) hours, further than the feed replays; read the orders (GET /v1/orders, their history) and reconnect without Last-Event-ID or after"
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, fractions included.
+    var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }

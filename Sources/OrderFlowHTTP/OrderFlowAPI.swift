@@ -235,7 +235,11 @@ struct OrderFlowAPI: APIProtocol {
             } else {
                 cursor = try await engine.feedCursorNow()
             }
-            return .ok(.init(body: .textEventStream(events.stream(engine: engine, after: cursor))))
+            let scope = RequestScope.current
+            let replaying = input.headers.lastEventID != nil || input.query.after != nil
+            let body = try await events.stream(engine: engine, after: cursor, replaying: replaying, credential: scope?.actor ?? "-",
+                                               stillAuthorized: scope?.stillAuthorized ?? { @Sendable in true })
+            return .ok(.init(body: .textEventStream(body)))
         }
     }
 
@@ -304,7 +308,8 @@ struct OrderFlowAPI: APIProtocol {
         } catch {
             let (status, details) = ProblemResponse.problem(for: error, requestID: requestID)
             let headers = Components.Responses.Problem.Headers(
-                retryAfter: status == .serviceUnavailable ? ProblemResponse.retryAfter(for: error) ?? ProblemResponse.retryAfterSeconds : nil)
+                retryAfter: status == .serviceUnavailable ? ProblemResponse.retryAfter(for: error) ?? ProblemResponse.retryAfterSeconds
+                    : status == .tooManyRequests ? ProblemResponse.retryAfter(for: error) : nil)
             return problem(status.code, .init(headers: headers, body: .applicationProblemJson(.init(
                 _type: details.type, title: details.title, status: details.status, detail: details.detail, code: details.code,
                 requestId: details.requestID, currentState: details.currentState, candidates: details.candidates,

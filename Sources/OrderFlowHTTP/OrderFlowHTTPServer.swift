@@ -28,6 +28,13 @@ public struct OrderFlowHTTPConfiguration: Sendable {
     public var metrics: PrometheusCollectorRegistry?
     /// The bearer token `GET /metrics` needs here (at least 16 characters).
     public var metricsToken: String?
+    /// Where clients reach this server (`https://orders.example.com`), when a proxy in front
+    /// of it terminates TLS: the board's sign-in links name it, and with `https` the board's
+    /// cookie is `Secure` and `__Host-`. Nil: `http://host:port` as bound.
+    public var publicURL: String?
+    /// Event streams (`GET /v1/events`) one API key or board session may hold open at once.
+    /// Default 8.
+    public var eventStreamsPerCredential = 8
 
     public init(host: String = "127.0.0.1", port: Int = 8080, runsWorker: Bool = true,
                 workerStatus: (@Sendable () -> String)? = nil, metrics: PrometheusCollectorRegistry? = nil,
@@ -50,16 +57,22 @@ public final class OrderFlowHTTPServer: Service, Sendable {
     let logger: Logger
     private let port = Mutex<Int?>(nil)
     private let started = AsyncStream<Int>.makeStream()
-    private let events = EventStreams()
+    private let events: EventStreams
 
     public init(engine: OrderFlowEngine, configuration: OrderFlowHTTPConfiguration = .init(), logger: Logger) {
         self.engine = engine
         self.configuration = configuration
         self.logger = logger
+        self.events = EventStreams(limits: .init(perCredential: configuration.eventStreamsPerCredential))
     }
 
     /// The port the server listens on, once it does.
     public var boundPort: Int? { port.withLock { $0 } }
+
+    /// The event streams a credential (`api-key:<prefix>`, `board:<digest>`) holds open now.
+    public func openEventStreams(for credential: String) -> Int {
+        events.openStreams(for: credential)
+    }
 
     /// Waits until the server listens; its port.
     public func listening() async -> Int? {
@@ -73,7 +86,8 @@ public final class OrderFlowHTTPServer: Service, Sendable {
             router: try Self.router(engine: engine, runsWorker: configuration.runsWorker, workerStatus: configuration.workerStatus,
                                     events: events, metrics: configuration.metricsToken.flatMap { token in
                                         configuration.metrics.map { (registry: $0, token: token) }
-                                    }, logger: logger),
+                                    }, boardCookie: BoardCookie(secure: configuration.publicURL?.lowercased().hasPrefix("https://") == true),
+                                    logger: logger),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "OrderFlow"),
             onServerRunning: { [self] channel in
                 let bound = channel.localAddress?.port
@@ -102,14 +116,15 @@ public final class OrderFlowHTTPServer: Service, Sendable {
     /// advance through the generated server, for the tests that compare it with `AdvanceRoute`).
     static func router(engine: OrderFlowEngine, runsWorker: Bool, workerStatus: (@Sendable () -> String)? = nil,
                        events: EventStreams = EventStreams(),
-                       metrics: (registry: PrometheusCollectorRegistry, token: String)? = nil, logger: Logger,
+                       metrics: (registry: PrometheusCollectorRegistry, token: String)? = nil,
+                       boardCookie: BoardCookie = BoardCookie(), logger: Logger,
                        advancesByHand: Bool = true) throws -> Router<BasicRequestContext> {
         let router = Router()
         // Outermost: every request is counted and timed (by route, method and status), and
         // logged once with its request id, whatever answers it.
         router.add(middleware: MetricsMiddleware())
         router.add(middleware: MerchantAuthentication(
-            engine: engine,
+            engine: engine, cookie: boardCookie,
             publicPaths: BoardRoutes.publicPaths.union(metrics == nil ? ["/healthz", "/openapi.yaml"] : ["/healthz", "/openapi.yaml", "/metrics"]),
             logger: logger))
         router.add(middleware: RequestBodyLimit())
@@ -133,7 +148,7 @@ public final class OrderFlowHTTPServer: Service, Sendable {
                                 body: .init(byteBuffer: ByteBuffer(bytes: metrics.registry.emitToBuffer())))
             }
         }
-        BoardRoutes(engine: engine).register(on: router)
+        BoardRoutes(engine: engine, cookie: boardCookie).register(on: router)
         let api = OrderFlowAPI(engine: engine, runsWorker: runsWorker, workerStatus: workerStatus, events: events, logger: logger)
         // Compact JSON with its keys sorted (the runtime's default also pretty-prints: more bytes
         // on the wire and more work per answer, for no client that parses it). The advance

@@ -39,6 +39,7 @@ enum ProblemResponse {
     /// `Retry-After` for an error: a busy engine's own estimate of when its queue clears
     /// (1 to 10 s), 2 s for an unreachable database, nil for everything else.
     static func retryAfter(for error: any Error) -> Int? {
+        if error is TooManyStreams { return TooManyStreams.retryAfterSeconds }
         guard let error = OrderFlowError.translating(error) else { return nil }
         switch error.code {
         case .busy:
@@ -61,6 +62,14 @@ enum ProblemResponse {
                 code: "invalidWorkflow", requestID: requestID)
             body.diagnostics = error.diagnostics.map { .init(line: $0.line, column: $0.column, message: $0.message) }
             return (.unprocessableContent, body)
+        }
+        if let error = error as? TooManyStreams {
+            return (.tooManyRequests, Body(title: HTTPResponse.Status.tooManyRequests.reasonPhrase, status: 429, detail: error.detail,
+                                           code: "tooManyStreams", requestID: requestID))
+        }
+        if let error = error as? CursorTooOld {
+            return (.gone, Body(title: HTTPResponse.Status.gone.reasonPhrase, status: 410, detail: error.detail,
+                                code: "cursorTooOld", requestID: requestID))
         }
         if let error = error as? AccessDenied {
             return (.forbidden, Body(title: HTTPResponse.Status.forbidden.reasonPhrase, status: 403, detail: error.detail,

@@ -20,6 +20,9 @@ struct RequestScope: Sendable {
     /// Who the history records as having made a change: the API key's public prefix, the board
     /// session (a digest of it) or the order's app; never anything the caller chose.
     var actor: String = "api"
+    /// Whether the request's credential still stands (the key not revoked, the board session
+    /// not ended): long requests (event streams) ask again as they go.
+    var stillAuthorized: (@Sendable () async -> Bool)? = nil
 
     @TaskLocal static var current: RequestScope?
 }
@@ -32,6 +35,8 @@ struct RequestScope: Sendable {
 /// merchant and the request id (never a credential).
 struct MerchantAuthentication<Context: RequestContext>: RouterMiddleware {
     let engine: OrderFlowEngine
+    /// The board's cookie as this server sets it (its name differs behind https).
+    let cookie: BoardCookie
     let publicPaths: Set<String>
     let logger: Logger
 
@@ -60,7 +65,7 @@ struct MerchantAuthentication<Context: RequestContext>: RouterMiddleware {
         var response: Response
         if publicPaths.contains(request.uri.path) {
             response = try await next(request, context)
-        } else if request.headers[.authorization] == nil, let session = BoardCookie.session(in: request.headers) {
+        } else if request.headers[.authorization] == nil, let session = cookie.session(in: request.headers) {
             // The counter board's calls: its session cookie stands for the merchant's key.
             let merchantID: String?
             do {
@@ -80,7 +85,11 @@ struct MerchantAuthentication<Context: RequestContext>: RouterMiddleware {
                 return refused
             }
             resolved(merchantID)
-            let scope = RequestScope(merchantID: merchantID, requestID: requestID, actor: OrderFlowEngine.boardSessionActor(session))
+            let scope = RequestScope(merchantID: merchantID, requestID: requestID, actor: OrderFlowEngine.boardSessionActor(session),
+                                     stillAuthorized: { [engine] in
+                                         // An unreachable database ends no stream: the feed says so and resumes.
+                                         do { return try await engine.resolveBoardSession(session) != nil } catch { return true }
+                                     })
             response = try await RequestScope.$current.withValue(scope) {
                 try await next(request, context)
             }
@@ -101,7 +110,10 @@ struct MerchantAuthentication<Context: RequestContext>: RouterMiddleware {
                 } else {
                     scope = try await engine.resolveAPIKey(key).map {
                         RequestScope(merchantID: $0, requestID: requestID,
-                                     actor: "api-key:" + (OrderFlowEngine.apiKeyPrefix(of: key) ?? "?"))
+                                     actor: "api-key:" + (OrderFlowEngine.apiKeyPrefix(of: key) ?? "?"),
+                                     stillAuthorized: { [engine] in
+                                         do { return try await engine.resolveAPIKey(key) != nil } catch { return true }
+                                     })
                     }
                 }
             } catch {

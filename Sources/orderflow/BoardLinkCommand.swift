@@ -12,8 +12,8 @@ struct BoardLinkCommand: AsyncParsableCommand {
         discussion: """
             The counter board is the page `orderflow serve` serves at /board: orders in \
             columns by state, one-tap advances and a preview of each customer's Lock Screen. \
-            Opening the link signs that browser in for 12 hours (a cookie); the link works \
-            once and expires after 24 hours unused. `orderflow serve` prints one for the \
+            The link opens a page whose button signs that browser in for 12 hours (a cookie); \
+            the link works once and expires after 24 hours unused. `orderflow serve` prints one for the \
             default merchant when it starts.
 
             Example:

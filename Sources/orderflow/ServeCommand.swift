@@ -37,6 +37,11 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(name: .customLong("no-worker"), help: "Serve the API only; workers run elsewhere (`orderflow worker run`).")
     var noWorker = false
 
+    @Option(name: .customLong("public-url"), help: ArgumentHelp(
+        "Where clients reach this server through its TLS proxy (https://orders.example.com): sign-in links name it, and the board's cookie becomes Secure and __Host-.",
+        valueName: "url"))
+    var publicURL: String?
+
     @Option(name: .customLong("device-credentials"), help: ArgumentHelp(
         "required (default): the customer's app registers its device and sends its credential before a client secret may change it. compatible: devices never registered may still be changed with a client secret alone, for apps released before device credentials; switch back once they have updated (docs/http-api.md).",
         valueName: "policy"))
@@ -51,6 +56,11 @@ struct ServeCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
+        if let publicURL {
+            guard let url = URL(string: publicURL), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil,
+                  url.query == nil, url.fragment == nil
+            else { throw ValidationError("--public-url must be an http or https URL without query, such as https://orders.example.com") }
+        }
     }
 
     func run() async throws {
@@ -66,6 +76,7 @@ struct ServeCommand: AsyncParsableCommand {
         let metricsToken = try metricsTokenFile.map { try Self.metricsToken(file: $0) }
         var configuration = OrderFlowHTTPConfiguration(host: host, port: port, runsWorker: !noWorker, metrics: registry,
                                                        metricsToken: metricsToken)
+        configuration.publicURL = publicURL
         if noWorker {
             let (database, source) = try await context.databaseConfiguration()
             var engine = OrderFlowConfiguration(database: database, maximumConnections: worker.connections)
@@ -107,8 +118,8 @@ struct ServeCommand: AsyncParsableCommand {
                 Terminal.writeError("orderflow: serving the API on http://\(server.configuration.host):\(port) (contract: /openapi.yaml); Ctrl-C stops it")
                 // As notebook servers do: a one-time link that signs a browser in to the board.
                 do {
-                    if let link = try await server.boardSignInLink() {
-                        Terminal.writeError("orderflow: the counter board: \(link) (works once; `orderflow board-link` prints another)")
+                    if let link = try await server.boardSignInLink(lifetime: OrderFlowEngine.boardStartLinkLifetime) {
+                        Terminal.writeError("orderflow: the counter board: \(link) (works once, for \(OrderFlowEngine.boardStartLinkLifetime / 60) minutes; `orderflow board-link` prints another)")
                     }
                 } catch {
                     Terminal.writeError("orderflow: no sign-in link for the board: \(error)")

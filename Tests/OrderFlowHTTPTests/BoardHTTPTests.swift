@@ -26,17 +26,40 @@ extension HTTPAPITests {
                 link.token)).single().decode("n")
             #expect(stored == 1, "the token is stored as its SHA-256")
 
-            let opened = try await call(client, .get, "/board?token=\(link.token)", headers: [:])
-            #expect(opened.status == .ok && opened.body.contains("/board/board.js"), "\(opened.body)")
-            let cookie = try #require(opened.headers[.setCookie], "\(opened.headers)")
+            // Opening the link (as a link previewer or a mail scanner does) shows a button and uses nothing.
+            for _ in 0..<3 {
+                let opened = try await call(client, .get, "/board?token=\(link.token)", headers: [:])
+                #expect(opened.status == .ok && opened.body.contains("action=\"/board/sign-in\"") && opened.body.contains(link.token),
+                        "\(opened.body)")
+                #expect(opened.headers[.setCookie] == nil && opened.headers[.contentSecurityPolicy]?.contains("default-src 'self'") == true)
+            }
+            #expect(try await engine.boardSignInTokenIsLive(link.token))
+            // A form posted from another site's page is refused, and the token stays unused.
+            let crossSite = try await call(client, .post, "/board/sign-in",
+                                           headers: [.contentType: "application/x-www-form-urlencoded", .origin: "https://evil.example"],
+                                           body: "token=\(link.token)")
+            #expect(crossSite.status == .unauthorized && crossSite.headers[.setCookie]?.contains("of_board_") != true, "\(crossSite.body)")
+            let fetchedCrossSite = try await call(client, .post, "/board/sign-in",
+                                                  headers: [.contentType: "application/x-www-form-urlencoded", .origin: "null",
+                                                            HTTPField.Name("Sec-Fetch-Site")!: "cross-site"],
+                                                  body: "token=\(link.token)")
+            #expect(fetchedCrossSite.status == .unauthorized, "\(fetchedCrossSite.body)")
+            #expect(try await engine.boardSignInTokenIsLive(link.token))
+            // The person's click posts it: the session cookie, and on to the board.
+            let signedIn = try await call(client, .post, "/board/sign-in",
+                                          headers: [.contentType: "application/x-www-form-urlencoded"], body: "token=\(link.token)")
+            #expect(signedIn.status == .seeOther && signedIn.headers[.location] == "/board", "\(signedIn.status) \(signedIn.body)")
+            let cookie = try #require(signedIn.headers[.setCookie], "\(signedIn.headers)")
             #expect(cookie.hasPrefix("orderflow_board=of_board_") && cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict")
-                    && cookie.contains("Path=/"), "\(cookie)")
-            #expect(opened.headers[.contentSecurityPolicy]?.contains("default-src 'self'") == true)
+                    && cookie.contains("Path=/") && !cookie.contains("Secure"), "\(cookie)")
             let session = String(cookie.prefix { $0 != ";" })
 
             let reused = try await call(client, .get, "/board?token=\(link.token)", headers: [:])
             #expect(reused.status == .unauthorized && reused.body.contains("used already"), "the token works once: \(reused.body)")
             #expect(reused.headers[.setCookie]?.contains("of_board_") != true)
+            let reposted = try await call(client, .post, "/board/sign-in",
+                                          headers: [.contentType: "application/x-www-form-urlencoded"], body: "token=\(link.token)")
+            #expect(reposted.status == .unauthorized && reposted.headers[.setCookie]?.contains("of_board_") != true)
 
             // The cookie is the merchant's credential for the board's own calls.
             let withCookie: HTTPFields = [.cookie: "other=1; \(session)", .contentType: "application/json"]
@@ -109,7 +132,7 @@ extension HTTPAPITests {
             fromBoard[BoardCookie.csrfHeader] = "1"
             let signedOut = try await call(client, .post, "/board/sign-out", headers: fromBoard)
             #expect(signedOut.status == .noContent, "\(signedOut.body)")
-            #expect(signedOut.headers[.setCookie] == BoardCookie.clearing, "\(signedOut.headers)")
+            #expect(signedOut.headers[.setCookie] == BoardCookie().clearing, "\(signedOut.headers)")
             #expect(try await sessions() == 0, "the session's row is deleted")
             #expect(try await engine.resolveBoardSession(session.secret) == nil)
             // The old cookie opens nothing: not the API, not the page.

@@ -272,6 +272,31 @@ extension HTTPAPITests {
     }
 }
 
+extension HTTPAPITests {
+    @Test("behind https the board's cookie is Secure and __Host-, and a cookie under the plain name opens nothing")
+    func secureBoardCookie() async throws {
+        let fixture = try await EngineFixture.make()
+        defer { Task { await fixture.shutdown() } }
+        if try await !fixture.engine.merchants().contains(where: { $0.id == "default" }) {
+            _ = try await fixture.engine.addMerchant("default")
+        }
+        let application = Application(router: try OrderFlowHTTPServer.router(
+            engine: fixture.engine, runsWorker: false, boardCookie: BoardCookie(secure: true), logger: Logger(label: "test")))
+        let link = try await fixture.engine.createBoardSignInToken(merchantID: "default", lifetime: 60)
+        try await application.test(.router) { client in
+            let signedIn = try await call(client, .post, "/board/sign-in",
+                                          headers: [.contentType: "application/x-www-form-urlencoded"], body: "token=\(link.token)")
+            let cookie = try #require(signedIn.headers[.setCookie], "\(signedIn.status) \(signedIn.body)")
+            #expect(cookie.hasPrefix("__Host-orderflow_board=of_board_") && cookie.contains("; Secure") && cookie.contains("Path=/")
+                    && !cookie.contains("Domain"), "\(cookie)")
+            let secret = String(cookie.prefix { $0 != ";" }.drop { $0 != "=" }.dropFirst())
+            #expect(try await call(client, .get, "/v1/orders", headers: [.cookie: "__Host-orderflow_board=\(secret)"]).status == .ok)
+            let planted = try await call(client, .get, "/v1/orders", headers: [.cookie: "orderflow_board=\(secret)"])
+            #expect(planted.status == .unauthorized, "a cookie an http page could plant is not the board's: \(planted.status)")
+        }
+    }
+}
+
 /// URL-safe base64 without padding, for making secrets by hand.
 enum Base64URLForTests {
     static func encode(_ text: String) -> String {

@@ -23,16 +23,19 @@ extension OrderFlowEngine {
 
     public static let boardSignInScheme = "of_signin_"
     public static let boardSessionScheme = "of_board_"
-    /// How long a sign-in link stays usable: long enough to open the link `orderflow serve`
-    /// printed at start later in the day.
+    /// How long a sign-in link from `orderflow board-link` stays usable: an operator may hand
+    /// it to the counter for later in the day.
     public static let boardSignInLifetime = 24 * 60 * 60
+    /// How long the link `orderflow serve` prints at start stays usable: whoever starts the
+    /// server opens it now; a log kept for weeks must not hold a working link.
+    public static let boardStartLinkLifetime = 15 * 60
     /// How long a board stays signed in: a long shift.
     public static let boardSessionLifetime = 12 * 60 * 60
 
     /// Makes a one-time sign-in link's token for the board of `merchantID` (the default
     /// merchant, or one added with `orderflow merchant add`).
     /// - Throws: `OrderFlowError.notFound` for an unknown merchant.
-    public func createBoardSignInToken(merchantID: String) async throws -> BoardSignInToken {
+    public func createBoardSignInToken(merchantID: String, lifetime seconds: Int = boardSignInLifetime) async throws -> BoardSignInToken {
         try await translatingErrors {
             try Self.validateIdentifier(merchantID, what: "merchant id")
             var known = merchantID == configuration.merchantID
@@ -42,8 +45,17 @@ extension OrderFlowEngine {
             }
             let token = Self.boardSignInScheme + Self.randomSecret()
             let expiresAt = try await boardSessionStore.insertSignInToken(
-                hash: Self.secretHash(token), merchantID: merchantID, seconds: Self.boardSignInLifetime)
+                hash: Self.secretHash(token), merchantID: merchantID, seconds: max(1, seconds))
             return BoardSignInToken(merchantID: merchantID, token: token, expiresAt: expiresAt)
+        }
+    }
+
+    /// Whether a sign-in token would still start a session (known, unused, not expired),
+    /// without using it: the page a link opens asks, and only its form's POST consumes it.
+    public func boardSignInTokenIsLive(_ token: String) async throws -> Bool {
+        try await translatingErrors {
+            guard Self.isSecret(token, scheme: Self.boardSignInScheme) else { return false }
+            return try await boardSessionStore.signInTokenIsLive(hash: Self.secretHash(token))
         }
     }
 

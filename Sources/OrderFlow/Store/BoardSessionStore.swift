@@ -18,6 +18,13 @@ struct BoardSessionStore: Sendable {
             """, hash.base64EncodedString(), merchantID, seconds)).single().decode("expires_at")
     }
 
+    /// Whether the token is known and has not expired (it is not used).
+    func signInTokenIsLive(hash: Data) async throws -> Bool {
+        try await pool.query(PostgresQuery("""
+            SELECT 1 AS live FROM board_sign_in_tokens WHERE token_hash = decode($1, 'base64') AND expires_at > now()
+            """, hash.base64EncodedString())).count == 1
+    }
+
     /// Consumes the token (whether or not it is still valid: a token is used once) and, when
     /// it had not expired, starts a session for its merchant in the same statement. The
     /// session's merchant and expiry; nil for an unknown, used or expired token.

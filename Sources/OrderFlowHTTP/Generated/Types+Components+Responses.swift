@@ -61,14 +61,14 @@ extension Components {
         internal struct Problem: Sendable, Hashable {
             /// - Remark: Generated from `#/components/responses/Problem/headers`.
             internal struct Headers: Sendable, Hashable {
-                /// With 503, seconds to wait before retrying.
+                /// With 503 or 429, seconds to wait before retrying.
                 ///
                 /// - Remark: Generated from `#/components/responses/Problem/headers/Retry-After`.
                 internal var retryAfter: Swift.Int?
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
-                ///   - retryAfter: With 503, seconds to wait before retrying.
+                ///   - retryAfter: With 503 or 429, seconds to wait before retrying.
                 internal init(retryAfter: Swift.Int? = nil) {
                     self.retryAfter = retryAfter
                 }

@@ -3213,8 +3213,14 @@ internal enum Operations {
     /// the order their transactions committed, from anywhere (API, CLI, timers, workers).
     /// Each event's `id:` is a cursor; reconnect with `Last-Event-ID` (browsers do it by
     /// themselves) or `?after=` to resume without a gap or a repeat. Without either, the
-    /// stream starts at the moment of the request; `?after=0.-1` replays everything. A comment
-    /// line every 15 s keeps proxies from closing an idle stream.
+    /// stream starts at the moment of the request; `?after=0.-1` replays what the feed holds.
+    /// A cursor whose next event is more than 24 hours old is refused (410, `cursorTooOld`):
+    /// read the orders instead and reconnect without one. A comment line every 15 s keeps
+    /// proxies from closing an idle stream.
+    ///
+    /// One API key or board session holds at most 8 streams at once; the next is 429
+    /// (`tooManyStreams`) with `Retry-After`. A stream ends, with a comment saying why, within
+    /// seconds of its key's revocation or its board session's end.
     ///
     ///
     /// - Remark: HTTP `GET /v1/events`.
