@@ -135,13 +135,13 @@ extension OrderFlowEngine {
                 wakeSignal.signal()
                 return result
             case .replay(let seq):
-                return try await replay(orderID, seq: seq, target: target)
+                return try await replay(orderID, seq: seq, target: target, input: input)
             case .replayKey(let key):
-                return try await replayByKey(orderID, key: key, target: target)
+                return try await replayByKey(orderID, key: key, target: target, input: input)
             case .changedMeanwhile(let assumedState):
                 // Someone moved the order first; if it was a retry of this very request, that
                 // is our answer.
-                if let idempotencyKey, let replayed = try? await replayByKey(orderID, key: idempotencyKey, target: target) {
+                if let idempotencyKey, let replayed = try? await replayByKey(orderID, key: idempotencyKey, target: target, input: input) {
                     return replayed
                 }
                 throw try await concurrentChange(orderID, assumedState: assumedState, target: target)
@@ -360,28 +360,37 @@ extension OrderFlowEngine {
     }
 
     /// The first result of a request retried with its idempotency key. A key is the caller's
-    /// name for one change: used again for another (another target, or the order's creation),
-    /// it is refused rather than answered with a result that is not what was asked.
-    private func replay(_ orderID: String, seq: Int, target: String) async throws -> AdvanceResult {
+    /// name for one change: used again for another (another target, other input, or the
+    /// order's creation), it is refused rather than answered with a result that is not what was
+    /// asked.
+    ///
+    /// The retry's input is read as of the first request's time, so that a relative date
+    /// (`"+20m"`) means what it meant then: equal input gives the stored transition's input.
+    private func replay(_ orderID: String, seq: Int, target: String, input: JSONValue) async throws -> AdvanceResult {
         let record = try await orderStore.transition(orderID: orderID, seq: seq)
         let order = try await orderSnapshot(orderID)
         let workflow = try await workflows.workflow(named: order.workflow, version: order.workflowVersion)
-        let sameRequest = record.from.flatMap { from in
-            (try? workflow.resolveTransition(from: from, target: target)).map { $0.to == record.to && $0.event == record.event }
-        } ?? false
-        guard sameRequest else {
+        let spec = record.from.flatMap { from in try? workflow.resolveTransition(from: from, target: target) }
+        let sameTarget = spec.map { $0.to == record.to && $0.event == record.event } ?? false
+        guard sameTarget else {
             let change = record.from.map { "its transition \($0) -> \(record.to)" } ?? "its creation"
             throw OrderFlowError(
                 .conflict,
                 "the idempotency key \"\(Self.shown(record.idempotencyKey ?? ""))\" was already used for order \(Self.shown(orderID))'s \(change) (step \(record.seq)), not for a move to \(Self.shown(target)); use a new key for a different change",
                 currentState: order.state)
         }
+        if let spec, (try? workflow.validateInput(input, for: spec, at: record.occurredAt)) != record.input {
+            throw OrderFlowError(
+                .conflict,
+                "the idempotency key \"\(Self.shown(record.idempotencyKey ?? ""))\" was already used for order \(Self.shown(orderID))'s move to \(record.to) (step \(record.seq)) with other input; use a new key for a different change",
+                currentState: order.state)
+        }
         return AdvanceResult(order: order, transition: record, replayed: true)
     }
 
-    private func replayByKey(_ orderID: String, key: String, target: String) async throws -> AdvanceResult {
+    private func replayByKey(_ orderID: String, key: String, target: String, input: JSONValue) async throws -> AdvanceResult {
         let seq = try await orderStore.transitionSeq(orderID: orderID, idempotencyKey: key)
-        return try await replay(orderID, seq: seq, target: target)
+        return try await replay(orderID, seq: seq, target: target, input: input)
     }
 
     /// The order moved between reading it and writing: say where it is now.

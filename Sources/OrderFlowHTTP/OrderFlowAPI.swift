@@ -36,7 +36,10 @@ struct OrderFlowAPI: APIProtocol {
             guard let yaml = String(validating: bytes, as: UTF8.self) else {
                 throw OrderFlowError(.invalidInput, "the workflow file is not UTF-8 text; save it as UTF-8 and send it again")
             }
-            let applied = try await engine.applyWorkflow(yaml: yaml, file: "request body")
+            let (applied, _) = try await engine.idempotent(key: input.headers.idempotencyKey, operation: "apply a workflow",
+                                                           request: Data(bytes)) {
+                try await engine.applyWorkflow(yaml: yaml, file: "request body")
+            }
             let result = Components.Schemas.AppliedWorkflow(name: applied.name, version: applied.version, created: applied.created)
             return applied.created ? .created(.init(body: .json(result))) : .ok(.init(body: .json(result)))
         }
@@ -220,7 +223,11 @@ struct OrderFlowAPI: APIProtocol {
 
     func retryDelivery(_ input: Operations.RetryDelivery.Input) async throws -> Operations.RetryDelivery.Output {
         await respond(Operations.RetryDelivery.Output.default) { engine in
-            try await engine.retryDelivery(id: input.path.deliveryID)
+            _ = try await engine.idempotent(key: input.headers.idempotencyKey, operation: "retry a delivery",
+                                            request: Data(String(input.path.deliveryID).utf8)) {
+                try await engine.retryDelivery(id: input.path.deliveryID)
+                return ["delivery": input.path.deliveryID]
+            }
             return .accepted(.init())
         }
     }

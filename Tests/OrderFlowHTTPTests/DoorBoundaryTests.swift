@@ -193,6 +193,42 @@ extension HTTPAPITests {
         }
     }
 
+    @Test("the same Idempotency-Key with another body is 409 on every POST, and changes nothing")
+    func idempotencyKeyWithAnotherBody() async throws {
+        let harness = try await Harness.make()
+        defer { Task { await harness.fixture.shutdown() } }
+        _ = try await harness.fixture.createFoodOrder("IK-1")
+        try await harness.application.test(.router) { client in
+            func post(_ uri: String, _ body: String, key: String, type: String = "application/json") async throws -> Reply {
+                try await call(client, .post, uri, headers: harness.headers([HTTPField.Name("Idempotency-Key")!: key, .contentType: type]), body: body)
+            }
+            // An advance: the same target with other input is another request.
+            let first = try await post("/v1/orders/IK-1/advance", #"{"event": "accept", "input": {"eta": "+20m"}}"#, key: "adv-1")
+            #expect(first.status == .ok, "\(first.body)")
+            let retried = try await post("/v1/orders/IK-1/advance", #"{"event": "accept", "input": {"eta": "+20m"}}"#, key: "adv-1")
+            #expect(retried.status == .ok && retried.json["replayed"] as? Bool == true, "a retry, later, of a relative date: \(retried.body)")
+            var before = try await Self.databaseContents(harness.fixture.database)
+            expectProblem(try await post("/v1/orders/IK-1/advance", #"{"event": "accept", "input": {"eta": "+45m"}}"#, key: "adv-1"),
+                          .conflict, code: "conflict", containing: "other input")
+            expectProblem(try await post("/v1/orders/IK-1/advance", #"{"to": "ready"}"#, key: "adv-1"), .conflict, code: "conflict")
+            Self.expectUnchanged(before, try await Self.databaseContents(harness.fixture.database), "an advance's key reused")
+
+            // A workflow: the same key for another file is refused; for the same file, the first answer again.
+            let yaml = try EngineFixture.shippedWorkflow("food-order")
+            let changed = yaml.replacingOccurrences(of: "name: food-order", with: "name: food-order-2", options: [], range: yaml.range(of: "name: food-order"))
+            let applied = try await post("/v1/workflows", changed, key: "wf-1", type: "application/yaml")
+            #expect(applied.status == .created, "\(applied.body)")
+            let again = try await post("/v1/workflows", changed, key: "wf-1", type: "application/yaml")
+            #expect(again.status == .created && again.body == applied.body, "the same answer: \(again.body)")
+            before = try await Self.databaseContents(harness.fixture.database)
+            let other = yaml.replacingOccurrences(of: "name: food-order", with: "name: food-order-3", options: [], range: yaml.range(of: "name: food-order"))
+            expectProblem(try await post("/v1/workflows", other, key: "wf-1", type: "application/yaml"), .conflict, code: "conflict")
+            // A dead letter's retry: the key names that retry, not another delivery's.
+            expectProblem(try await post("/v1/deliveries/7/retry", "", key: "wf-1"), .conflict, code: "conflict")
+            Self.expectUnchanged(before, try await Self.databaseContents(harness.fixture.database), "a workflow's key reused")
+        }
+    }
+
     @Test("the history names who made a change: the API key's prefix or the board session, never the caller's request id")
     func historyActor() async throws {
         let harness = try await Harness.make()

@@ -24,3 +24,19 @@ WHERE o.creation_key IS NOT NULL
               WHERE f.merchant_id = o.merchant_id AND f.creation_key = o.creation_key
                 AND (f.created_at, f.order_id) < (o.created_at, o.order_id));
 CREATE UNIQUE INDEX orders_by_creation_key ON orders (merchant_id, creation_key) WHERE creation_key IS NOT NULL;
+
+-- The idempotency keys of calls that keep no exactly-once record of their own (applying a
+-- workflow, retrying a dead letter): what the first use asked (a digest) and answered, so that
+-- the same key again answers the same and the same key for another request is a conflict.
+-- Creations and advances keep their keys on their own rows (orders, order_transitions). Kept
+-- for a day, as payment APIs keep theirs.
+CREATE TABLE request_keys (
+    merchant_id      text        NOT NULL,
+    idempotency_key  text        NOT NULL,
+    operation        text        NOT NULL,
+    request_digest   bytea       NOT NULL,
+    result           jsonb       NOT NULL,
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (merchant_id, idempotency_key)
+);
+CREATE INDEX request_keys_by_age ON request_keys (created_at);
