@@ -37,6 +37,10 @@ public struct OrderFlowConfiguration: Sendable {
     /// Whether the customer's app must register a device before a client secret may change it
     /// (``DeviceCredentialPolicy``). Default `.required`.
     public var deviceCredentials: DeviceCredentialPolicy = .required
+    /// The operator's master key: client-secret keys made by this engine are sealed under it,
+    /// and sealed ones need it to be read. Without one they are stored unsealed (a warning at
+    /// `serve`'s start; `orderflow master-key rotate` seals them). Default nil.
+    public var masterKey: MasterKey?
 
     public init(database: PostgresConfiguration, merchantID: String = "default", maximumConnections: Int = 8) {
         self.database = database
@@ -90,7 +94,7 @@ public final class OrderFlowEngine: Sendable {
     /// The engines ``forMerchant(_:)`` made, kept so that their workflow caches last.
     private let merchantEngines = Mutex<[String: OrderFlowEngine]>([:])
     /// Each merchant's client-secret key once read, shared with the engines of ``forMerchant(_:)``.
-    let clientKeys: SharedMutex<[String: Data]>
+    let clientKeys: SharedMutex<[String: ClientKeyring]>
     /// API keys the database vouched for lately, by prefix (see ``resolveAPIKey(_:)``), shared
     /// with the engines of ``forMerchant(_:)``.
     let apiKeys: SharedMutex<[String: VerifiedAPIKey]>

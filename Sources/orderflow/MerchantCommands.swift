@@ -21,7 +21,7 @@ struct MerchantCommand: AsyncParsableCommand {
                 --team-id TEAM123456 --key-id ABC123DEFG --key AuthKey_ABC123DEFG.p8
               orderflow merchant list
             """,
-        subcommands: [Add.self, List.self, SetAPNS.self])
+        subcommands: [Add.self, List.self, SetAPNS.self, RotateClientKey.self])
 
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -41,6 +41,42 @@ struct MerchantCommand: AsyncParsableCommand {
             let context = CommandContext.current()
             let merchant = try await context.withEngine { engine in try await engine.addMerchant(id, name: name) }
             context.terminal.write("added merchant \(merchant.id); it sends through the default app until `orderflow merchant set-apns \(Formatting.shellQuoted(merchant.id)) …`")
+        }
+    }
+
+    struct RotateClientKey: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "rotate-client-key",
+            abstract: "Make a new key for a merchant's client secrets (the customer apps' credentials).",
+            discussion: """
+                New orders' client secrets are made with the new key; secrets handed out before \
+                keep working until --retire-older, which makes them stop at once here and \
+                within a minute in running servers. The key is sealed under the master key \
+                when one is set (ORDERFLOW_SECRET_KEY or ORDERFLOW_SECRET_KEY_FILE).
+
+                Example:
+                  orderflow merchant rotate-client-key luigis
+                  orderflow merchant rotate-client-key luigis --retire-older   # once the old orders are done
+                """)
+
+        @Argument(help: ArgumentHelp("The merchant's id.", valueName: "id"))
+        var id: String
+
+        @Flag(name: .customLong("retire-older"), help: "Delete the older keys: secrets made with them stop working.")
+        var retireOlder = false
+
+        func run() async throws {
+            let context = CommandContext.current()
+            let masterKey = try MasterKeySetting.optional(context.environment)
+            let (database, source) = try await context.databaseConfiguration()
+            var configuration = OrderFlowConfiguration(database: database, merchantID: try context.checkedMerchantID(), maximumConnections: 1)
+            configuration.masterKey = masterKey
+            let version = try await context.withEngine(configuration, source: source) { engine in
+                try await engine.rotateClientSecretKey(merchantID: id, retiringOlder: retireOlder)
+            }
+            context.terminal.write("merchant \(id)'s client secrets are now made with key version \(version)"
+                + (retireOlder ? "; secrets of older versions no longer work" : "; older secrets keep working until --retire-older")
+                + (masterKey == nil ? " (stored unsealed: set ORDERFLOW_SECRET_KEY_FILE to seal it)" : ""))
         }
     }
 

@@ -63,6 +63,7 @@ struct OrderFlowCommand: AsyncParsableCommand {
         DeliveriesCommand.self,
         MerchantCommand.self,
         APIKeyCommand.self,
+        MasterKeyCommand.self,
         ServeCommand.self,
     ]
 

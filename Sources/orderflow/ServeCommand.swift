@@ -66,6 +66,9 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         let context = CommandContext.current()
         let logger = context.logger("orderflow.serve", defaultLevel: .info)
+        if try MasterKeySetting.optional(context.environment) == nil {
+            Terminal.writeError("orderflow: warning: no master key (ORDERFLOW_SECRET_KEY_FILE): the keys of customers' client secrets are stored unsealed in the database; set one, then `orderflow master-key rotate` seals them")
+        }
         if deviceCredentials == .compatible {
             Terminal.writeError("orderflow: warning: --device-credentials compatible: a client secret alone may still change a device never registered; switch back to required once the apps register their devices")
         }
@@ -82,6 +85,7 @@ struct ServeCommand: AsyncParsableCommand {
             var engine = OrderFlowConfiguration(database: database, maximumConnections: worker.connections)
             engine.cachedOrders = worker.cachedOrders
             engine.deviceCredentials = deviceCredentials
+            engine.masterKey = try MasterKeySetting.optional(context.environment)
             try await context.withEngine(engine, source: source) { engine in
                 let server = OrderFlowHTTPServer(engine: engine, configuration: configuration, logger: logger)
                 var services: [any Service] = []

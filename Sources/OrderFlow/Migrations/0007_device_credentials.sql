@@ -40,3 +40,19 @@ CREATE TABLE request_keys (
     PRIMARY KEY (merchant_id, idempotency_key)
 );
 CREATE INDEX request_keys_by_age ON request_keys (created_at);
+
+-- Client-secret keys sealed under the operator's master key, as the APNs keys are, and
+-- versioned so that a merchant's key can be rotated: a secret names its key's version (one
+-- without a version is version 1), new secrets use the newest, and older versions verify until
+-- they are retired. `key` holds a key only where no master key was given (its row says
+-- master_key_id NULL); `orderflow master-key rotate` seals those too.
+ALTER TABLE merchant_client_keys DROP CONSTRAINT merchant_client_keys_pkey;
+ALTER TABLE merchant_client_keys
+    ADD COLUMN version       integer NOT NULL DEFAULT 1 CHECK (version >= 1),
+    ADD COLUMN key_sealed    bytea,
+    ADD COLUMN master_key_id text,
+    ALTER COLUMN key DROP NOT NULL,
+    ADD CONSTRAINT merchant_client_keys_sealed_or_plain
+        CHECK ((key IS NULL AND key_sealed IS NOT NULL AND master_key_id IS NOT NULL)
+            OR (key IS NOT NULL AND key_sealed IS NULL AND master_key_id IS NULL)),
+    ADD PRIMARY KEY (merchant_id, version);

@@ -161,41 +161,45 @@ struct MerchantStore: Sendable {
 
     /// The merchant's client-secret key, stored on first use: a concurrent first use keeps
     /// whichever key was inserted first, and both callers get that one.
-    /// The merchant's client-secret key, if one was made (never makes one).
-    func existingClientKey(merchantID: String) async throws -> Data? {
-        guard let text = try await pool.query(PostgresQuery(
-            "SELECT encode(key, 'base64') AS key FROM merchant_client_keys WHERE merchant_id = $1", merchantID)
-        ).first?.decode("key", as: String.self) else { return nil }
-        guard let key = Data(base64Encoded: text, options: .ignoreUnknownCharacters), key.count == 32 else {
-            throw OrderFlowError(.unexpected, "the stored client-secret key of merchant \(merchantID) is damaged")
-        }
-        return key
+    /// A client-secret key's row: the key itself where it is stored unsealed, else sealed.
+    struct ClientKeyRow: Sendable {
+        var version: Int
+        var plain: Data?
+        var sealed: Data?
+        var masterKeyID: String?
     }
 
-    func clientKey(merchantID: String, candidate: Data) async throws -> Data {
-        var rows = try await pool.query(PostgresQuery("""
-            WITH inserted AS (
-                INSERT INTO merchant_client_keys (merchant_id, key) VALUES ($1, decode($2, 'base64'))
-                ON CONFLICT (merchant_id) DO NOTHING
-                RETURNING key
-            )
-            SELECT encode(key, 'base64') AS key FROM inserted
-            UNION ALL
-            SELECT encode(key, 'base64') FROM merchant_client_keys WHERE merchant_id = $1
-            LIMIT 1
-            """, merchantID, candidate.base64EncodedString()))
-        if rows.count == 0 {
-            // Another caller's insert committed while this statement waited on it: the insert
-            // did nothing, and the statement's snapshot, taken before that commit, cannot see
-            // the row. A new statement does.
-            rows = try await pool.query(PostgresQuery(
-                "SELECT encode(key, 'base64') AS key FROM merchant_client_keys WHERE merchant_id = $1", merchantID))
-        }
-        let text: String = try rows.single().decode("key")
-        guard let key = Data(base64Encoded: text, options: .ignoreUnknownCharacters), key.count == 32 else {
-            throw OrderFlowError(.unexpected, "the stored client-secret key of merchant \(merchantID) is damaged")
-        }
-        return key
+    /// The merchant's client-secret keys, newest first (none when it never made one).
+    func clientKeys(merchantID: String) async throws -> [ClientKeyRow] {
+        try await pool.query(PostgresQuery("""
+            SELECT version, encode(key, 'base64') AS plain, encode(key_sealed, 'base64') AS sealed, master_key_id
+            FROM merchant_client_keys WHERE merchant_id = $1 ORDER BY version DESC
+            """, merchantID)).map(Self.clientKeyRow)
+    }
+
+    /// Stores a new version of the merchant's key (sealed, or plain without a master key);
+    /// false when that version exists already (another process made it first).
+    func insertClientKey(merchantID: String, version: Int, plain: Data?, sealed: Data?, masterKeyID: String?) async throws -> Bool {
+        try await pool.query(PostgresQuery("""
+            INSERT INTO merchant_client_keys (merchant_id, version, key, key_sealed, master_key_id)
+            VALUES ($1, $2, decode($3, 'base64'), decode($4, 'base64'), $5)
+            ON CONFLICT (merchant_id, version) DO NOTHING
+            RETURNING version
+            """, merchantID, version, plain?.base64EncodedString(), sealed?.base64EncodedString(), masterKeyID)).count == 1
+    }
+
+    /// Deletes the merchant's key versions below `version`: secrets made with them stop working.
+    func retireClientKeys(merchantID: String, below version: Int) async throws -> Int {
+        try await pool.query(PostgresQuery(
+            "DELETE FROM merchant_client_keys WHERE merchant_id = $1 AND version < $2", merchantID, version)).affectedRows
+    }
+
+    static func clientKeyRow(_ row: PostgresRow) throws -> ClientKeyRow {
+        ClientKeyRow(
+            version: try row.decode("version"),
+            plain: try row.decode("plain", as: String?.self).flatMap { Data(base64Encoded: $0, options: .ignoreUnknownCharacters) },
+            sealed: try row.decode("sealed", as: String?.self).flatMap { Data(base64Encoded: $0, options: .ignoreUnknownCharacters) },
+            masterKeyID: try row.decode("master_key_id", as: String?.self))
     }
 
     // MARK: Shared provider tokens

@@ -97,6 +97,7 @@ struct HostOptions: ParsableArguments {
         engine.acquireTimeout = .seconds(30)
         engine.cachedOrders = cachedOrders
         engine.deviceCredentials = deviceCredentials
+        engine.masterKey = masterKey
         var schemaCheck = engine
         schemaCheck.maximumConnections = 1
         try await context.withEngine(schemaCheck, source: source) { _ in }  // the schema is current, or made so
