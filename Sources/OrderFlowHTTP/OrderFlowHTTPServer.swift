@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import HummingbirdCore
 import Logging
 import NIOCore
 import OpenAPIHummingbird
@@ -32,6 +33,18 @@ public struct OrderFlowHTTPConfiguration: Sendable {
     /// of it terminates TLS: the board's sign-in links name it, and with `https` the board's
     /// cookie is `Secure` and `__Host-`. Nil: `http://host:port` as bound.
     public var publicURL: String?
+    /// A connection with no request in flight — or whose request's head or body stopped
+    /// arriving — for this long is closed: a client that opens connections and trickles bytes
+    /// (slowloris) holds each for no longer. Default 30 s.
+    public var idleTimeout: Duration = .seconds(30)
+    /// A request's body must arrive within this long of its head (408 otherwise). Default 30 s.
+    public var requestBodyTimeout: Duration = .seconds(30)
+    /// Connections served at once; more wait in the listen queue until one closes. Default 1,024.
+    public var maximumConnections = 1_024
+    /// The most header bytes (all fields together) and header fields a request may carry.
+    /// Defaults 32 KiB and 100.
+    public var maximumHeaderBytes = 32 * 1024
+    public var maximumHeaderFields = 100
     /// Event streams (`GET /v1/events`) one API key or board session may hold open at once.
     /// Default 8.
     public var eventStreamsPerCredential = 8
@@ -87,8 +100,14 @@ public final class OrderFlowHTTPServer: Service, Sendable {
                                     events: events, metrics: configuration.metricsToken.flatMap { token in
                                         configuration.metrics.map { (registry: $0, token: token) }
                                     }, boardCookie: BoardCookie(secure: configuration.publicURL?.lowercased().hasPrefix("https://") == true),
-                                    logger: logger),
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "OrderFlow"),
+                                    bodyTimeout: configuration.requestBodyTimeout, logger: logger),
+            server: .http1(configuration: HTTP1Channel.Configuration(
+                idleTimeout: .nanoseconds(Int64(configuration.idleTimeout.seconds * 1e9)),
+                httpDecoderConfiguration: .init(maxHeaderFieldSize: configuration.maximumHeaderBytes,
+                                                maxHeaderListSize: configuration.maximumHeaderBytes,
+                                                maxHeaderFieldCount: configuration.maximumHeaderFields))),
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "OrderFlow",
+                                 availableConnectionsDelegate: MaximumAvailableConnections(configuration.maximumConnections)),
             onServerRunning: { [self] channel in
                 let bound = channel.localAddress?.port
                 port.withLock { $0 = bound }
@@ -117,7 +136,7 @@ public final class OrderFlowHTTPServer: Service, Sendable {
     static func router(engine: OrderFlowEngine, runsWorker: Bool, workerStatus: (@Sendable () -> String)? = nil,
                        events: EventStreams = EventStreams(),
                        metrics: (registry: PrometheusCollectorRegistry, token: String)? = nil,
-                       boardCookie: BoardCookie = BoardCookie(), logger: Logger,
+                       boardCookie: BoardCookie = BoardCookie(), bodyTimeout: Duration = .seconds(30), logger: Logger,
                        advancesByHand: Bool = true) throws -> Router<BasicRequestContext> {
         let router = Router()
         // Outermost: every request is counted and timed (by route, method and status), and
@@ -127,7 +146,7 @@ public final class OrderFlowHTTPServer: Service, Sendable {
             engine: engine, cookie: boardCookie,
             publicPaths: BoardRoutes.publicPaths.union(metrics == nil ? ["/healthz", "/openapi.yaml"] : ["/healthz", "/openapi.yaml", "/metrics"]),
             logger: logger))
-        router.add(middleware: RequestBodyLimit())
+        router.add(middleware: RequestBodyLimit(timeout: bodyTimeout))
         router.add(middleware: ProblemsAcceptable())
         router.add(middleware: RequestErrors())
         router.add(middleware: MinimalReturn())
@@ -206,8 +225,12 @@ enum Contract {
 
 /// Refuses a body over ``OrderFlowAPI/maximumBodyBytes`` (413): before reading it when its
 /// `Content-Length` says so, else (a chunked body) as soon as it grows past the limit — the
-/// body is read here, at most that far, so no handler ever holds more.
+/// body is read here, at most that far, so no handler ever holds more. A body that has not
+/// arrived whole within `timeout` is 408 and the connection closes: a client that trickles a
+/// body holds its connection no longer than that.
 struct RequestBodyLimit<Context: RequestContext>: RouterMiddleware {
+    var timeout: Duration = .seconds(30)
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let limit = OrderFlowAPI.maximumBodyBytes
         if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
@@ -216,12 +239,38 @@ struct RequestBodyLimit<Context: RequestContext>: RouterMiddleware {
         var request = request
         if request.method == .post || request.method == .put || request.method == .patch {
             do {
-                _ = try await request.collectBody(upTo: limit)
+                request = try await Self.collected(request, limit: limit, within: timeout)
             } catch is NIOTooManyBytesError {
                 return Self.tooLarge("the request body is over \(limit) bytes; at most \(limit) are accepted")
+            } catch is BodyTimedOut {
+                var response = ProblemResponse.response(
+                    status: .requestTimeout, code: "invalidInput",
+                    detail: "the request body did not arrive within \(Int(timeout.seconds)) seconds; send it at once", requestID: RequestScope.current?.requestID)
+                response.headers[.connection] = "close"
+                return response
             }
         }
         return try await next(request, context)
+    }
+
+    private struct BodyTimedOut: Error {}
+
+    /// The request with its body read into memory, or an error when it is too large or late.
+    private static func collected(_ request: Request, limit: Int, within timeout: Duration) async throws -> Request {
+        try await withThrowingTaskGroup(of: Request?.self) { group in
+            group.addTask {
+                var request = request
+                _ = try await request.collectBody(upTo: limit)
+                return request
+            }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let request = first else { throw BodyTimedOut() }
+            return request
+        }
     }
 
     static func tooLarge(_ detail: String) -> Response {

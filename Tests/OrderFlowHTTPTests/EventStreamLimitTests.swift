@@ -21,13 +21,15 @@ struct EventStreamLimitTests {
         let port: Int
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
 
-        static func start(streamsPerCredential: Int = 8) async throws -> LiveServer {
+        static func start(streamsPerCredential: Int = 8,
+                          _ adjust: (inout OrderFlowHTTPConfiguration) -> Void = { _ in }) async throws -> LiveServer {
             let fixture = try await EngineFixture.make()
             if try await !fixture.engine.merchants().contains(where: { $0.id == "default" }) {
                 _ = try await fixture.engine.addMerchant("default")
             }
             var configuration = OrderFlowHTTPConfiguration(port: 0, runsWorker: false)
             configuration.eventStreamsPerCredential = streamsPerCredential
+            adjust(&configuration)
             let server = OrderFlowHTTPServer(engine: fixture.engine, configuration: configuration, logger: Logger(label: "test"))
             let task = Task { try await server.run() }
             let port = try #require(await server.listening())
