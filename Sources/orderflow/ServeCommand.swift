@@ -66,11 +66,13 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         let context = CommandContext.current()
         let logger = context.logger("orderflow.serve", defaultLevel: .info)
+        // Said once the server listens (a server that cannot start says only why).
+        var warnings: [String] = []
         if try MasterKeySetting.optional(context.environment) == nil {
-            Terminal.writeError("orderflow: warning: no master key (ORDERFLOW_SECRET_KEY_FILE): the keys of customers' client secrets are stored unsealed in the database; set one, then `orderflow master-key rotate` seals them")
+            warnings.append("no master key (ORDERFLOW_SECRET_KEY_FILE): the keys of customers' client secrets are stored unsealed in the database; set one, then `orderflow master-key rotate` seals them")
         }
         if deviceCredentials == .compatible {
-            Terminal.writeError("orderflow: warning: --device-credentials compatible: a client secret alone may still change a device never registered; switch back to required once the apps register their devices")
+            warnings.append("--device-credentials compatible: a client secret alone may still change a device never registered; switch back to required once the apps register their devices")
         }
         // One registry for the process: the API's request metrics, the engine's and the
         // worker's, all on one `GET /metrics` (its own listener, or the API's with a token).
@@ -92,14 +94,14 @@ struct ServeCommand: AsyncParsableCommand {
                 if let endpoint = worker.metricsEndpoint {
                     services.append(try await MetricsEndpoint(configuration: endpoint, registry: registry, logger: logger))
                 }
-                try await Self.serve(services + [server], server: server, logger: logger)
+                try await Self.serve(services + [server], server: server, warnings: warnings, logger: logger)
             }
         } else {
             let host = try await worker.makeHost(context: context, logger: logger, deviceCredentials: deviceCredentials)
             configuration.workerStatus = { host.status }
             let server = OrderFlowHTTPServer(engine: host.engine, configuration: configuration, logger: logger)
             // Stopped in reverse order: the API drains its requests first, then the worker stops.
-            try await Self.serve([host, server], server: server, logger: logger)
+            try await Self.serve([host, server], server: server, warnings: warnings, logger: logger)
         }
     }
 
@@ -113,13 +115,14 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     /// Runs `services` until a signal, saying once where the API listens.
-    static func serve(_ services: [any Service], server: OrderFlowHTTPServer, logger: Logger) async throws {
+    static func serve(_ services: [any Service], server: OrderFlowHTTPServer, warnings: [String] = [], logger: Logger) async throws {
         let group = ServiceGroup(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             tasks.addTask {
                 guard let port = await server.listening() else { return }
                 Terminal.writeError("orderflow: serving the API on http://\(server.configuration.host):\(port) (contract: /openapi.yaml); Ctrl-C stops it")
+                for warning in warnings { Terminal.writeError("orderflow: warning: \(warning)") }
                 // As notebook servers do: a one-time link that signs a browser in to the board.
                 do {
                     if let link = try await server.boardSignInLink(lifetime: OrderFlowEngine.boardStartLinkLifetime) {
