@@ -1225,14 +1225,14 @@ extension Components {
         }
         /// - Remark: Generated from `#/components/schemas/Token`.
         internal struct Token: Codable, Hashable, Sendable {
-            /// The token as hexadecimal text (APNs tokens are 32 to 512 bytes).
+            /// The token as hexadecimal text (APNs tokens are 32 to 512 bytes, two digits each).
             ///
             /// - Remark: Generated from `#/components/schemas/Token/token`.
             internal var token: Swift.String
             /// Creates a new `Token`.
             ///
             /// - Parameters:
-            ///   - token: The token as hexadecimal text (APNs tokens are 32 to 512 bytes).
+            ///   - token: The token as hexadecimal text (APNs tokens are 32 to 512 bytes, two digits each).
             internal init(token: Swift.String) {
                 self.token = token
             }
