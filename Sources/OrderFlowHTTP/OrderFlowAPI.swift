@@ -68,7 +68,7 @@ struct OrderFlowAPI: APIProtocol {
         await respond(Operations.ListOrders.Output.default) { engine in
             let query = input.query
             let page = try await engine.orders(OrderQuery(workflow: query.workflow, state: query.state, after: query.cursor,
-                                                          limit: query.limit ?? 50))
+                                                          limit: try Self.pageLimit(query.limit, default: 50)))
             var orders: [Components.Schemas.Order] = []
             for summary in page.orders {
                 orders.append(try await order(summary.order, engine))
@@ -216,7 +216,8 @@ struct OrderFlowAPI: APIProtocol {
 
     func listDeliveries(_ input: Operations.ListDeliveries.Input) async throws -> Operations.ListDeliveries.Output {
         await respond(Operations.ListDeliveries.Output.default) { engine in
-            let deliveries = try await engine.deliveries(failedOnly: input.query.failed ?? false, limit: input.query.limit ?? 100)
+            let deliveries = try await engine.deliveries(failedOnly: input.query.failed ?? false,
+                                                         limit: try Self.pageLimit(input.query.limit, default: 100))
             return .ok(.init(body: .json(.init(deliveries: deliveries.map(Self.delivery)))))
         }
     }
@@ -340,6 +341,16 @@ struct OrderFlowAPI: APIProtocol {
             }
         }
         return try engine.forMerchant(scope.merchantID)
+    }
+
+    /// A list's `limit` as the contract bounds it (1 to 1,000): outside, the caller is told,
+    /// rather than given a page of another size than asked.
+    static func pageLimit(_ given: Int?, default value: Int) throws -> Int {
+        guard let given else { return value }
+        guard (1...1_000).contains(given) else {
+            throw OrderFlowError(.invalidInput, "`limit` is \(given); give 1 to 1000 and page on with `cursor`")
+        }
+        return given
     }
 
     /// Request bodies are read up to this size.

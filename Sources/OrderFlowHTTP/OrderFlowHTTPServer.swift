@@ -146,7 +146,9 @@ public final class OrderFlowHTTPServer: Service, Sendable {
             engine: engine, cookie: boardCookie,
             publicPaths: BoardRoutes.publicPaths.union(metrics == nil ? ["/healthz", "/openapi.yaml"] : ["/healthz", "/openapi.yaml", "/metrics"]),
             logger: logger))
+        router.add(middleware: MethodNotAllowed())
         router.add(middleware: RequestBodyLimit(timeout: bodyTimeout))
+        router.add(middleware: EmptyOptionalBody())
         router.add(middleware: ProblemsAcceptable())
         router.add(middleware: RequestErrors())
         router.add(middleware: MinimalReturn())

@@ -340,3 +340,38 @@ enum Base64URLForTests {
             .replacingOccurrences(of: "=", with: "")
     }
 }
+
+extension HTTPAPITests {
+    @Test("every path and method of the contract is in the 405 table, and nothing else; a wrong method is 405 with Allow")
+    func contractRoutes() async throws {
+        let contract = try String(contentsOf: EngineFixture.repositoryRoot.appendingPathComponent("openapi/orderflow.yaml"), encoding: .utf8)
+        var fromContract: [String: Set<String>] = [:]
+        var path: String?
+        for line in contract.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("  /"), line.hasSuffix(":") {
+                path = String(line.dropFirst(2).dropLast())
+            } else if !line.hasPrefix(" ") {
+                path = nil
+            } else if let path, line.hasPrefix("    "), !line.hasPrefix("     "),
+                      let method = ["get", "post", "put", "delete", "patch"].first(where: { line == "    \($0):" }) {
+                fromContract[path, default: []].insert(method.uppercased())
+            }
+        }
+        let table = Dictionary(uniqueKeysWithValues: ContractRoutes.table.map { ($0.path, Set($0.methods.map(\.rawValue))) })
+        #expect(!fromContract.isEmpty && fromContract == table, "contract \(fromContract)\ntable \(table)")
+
+        let harness = try await Harness.make()
+        defer { Task { await harness.fixture.shutdown() } }
+        try await harness.application.test(.router) { client in
+            let trace = try await call(client, HTTPRequest.Method("TRACE")!, "/healthz", headers: [:])
+            #expect(trace.status == .methodNotAllowed && trace.headers[.allow] == "GET", "\(trace.status) \(trace.headers)")
+            let delete = try await call(client, .delete, "/v1/devices", headers: harness.headers())
+            #expect(delete.status == .methodNotAllowed && delete.headers[.allow] == "POST")
+            let unknown = try await call(client, .get, "/v1/nothing-here", headers: harness.headers())
+            #expect(unknown.status == .notFound)
+            // No body at all where every member of the body is optional: as `{}`.
+            let device = try await call(client, .post, "/v1/devices", headers: [.authorization: "Bearer \(harness.key)"])
+            #expect(device.status == .created, "\(device.body)")
+        }
+    }
+}

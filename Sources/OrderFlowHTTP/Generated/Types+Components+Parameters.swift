@@ -10,10 +10,10 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/parameters/Prefer`.
         internal typealias Prefer = Swift.String
-        /// Same key, same response; nothing is applied twice. 1 to 200 characters.
+        /// Same key, same response; nothing is applied twice. 1 to 200 of the characters ids use.
         ///
         /// - Remark: Generated from `#/components/parameters/IdempotencyKey`.
-        internal typealias IdempotencyKey = Swift.String
+        internal typealias IdempotencyKey = Components.Schemas.Identifier
         /// Ids, names and keys: 1 to 200 ASCII letters, digits and `- _ . : @ # / + = ~`.
         ///
         /// - Remark: Generated from `#/components/parameters/OrderID`.

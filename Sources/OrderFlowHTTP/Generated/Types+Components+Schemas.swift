@@ -1252,10 +1252,10 @@ extension Components {
         }
         /// - Remark: Generated from `#/components/schemas/NewDevice`.
         internal struct NewDevice: Codable, Hashable, Sendable {
-            /// The id to register; left out, the server draws one nobody can guess.
+            /// The id to register (an Identifier); left out or null, the server draws one nobody can guess.
             ///
             /// - Remark: Generated from `#/components/schemas/NewDevice/device`.
-            internal var device: Components.Schemas.Identifier?
+            internal var device: Swift.String?
             /// With the merchant's API key only, a registered device gets a new credential.
             ///
             /// - Remark: Generated from `#/components/schemas/NewDevice/replace_credential`.
@@ -1263,10 +1263,10 @@ extension Components {
             /// Creates a new `NewDevice`.
             ///
             /// - Parameters:
-            ///   - device: The id to register; left out, the server draws one nobody can guess.
+            ///   - device: The id to register (an Identifier); left out or null, the server draws one nobody can guess.
             ///   - replaceCredential: With the merchant's API key only, a registered device gets a new credential.
             internal init(
-                device: Components.Schemas.Identifier? = nil,
+                device: Swift.String? = nil,
                 replaceCredential: Swift.Bool? = nil
             ) {
                 self.device = device
@@ -1279,7 +1279,7 @@ extension Components {
             internal init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
                 self.device = try container.decodeIfPresent(
-                    Components.Schemas.Identifier.self,
+                    Swift.String.self,
                     forKey: .device
                 )
                 self.replaceCredential = try container.decodeIfPresent(

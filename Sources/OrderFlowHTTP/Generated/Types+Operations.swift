@@ -166,7 +166,7 @@ internal enum Operations {
         internal struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/workflows/POST/header`.
             internal struct Headers: Sendable, Hashable {
-                /// Same key, same response; nothing is applied twice. 1 to 200 characters.
+                /// Same key, same response; nothing is applied twice. 1 to 200 of the characters ids use.
                 ///
                 /// - Remark: Generated from `#/paths/v1/workflows/POST/header/Idempotency-Key`.
                 internal var idempotencyKey: Components.Parameters.IdempotencyKey?
@@ -174,7 +174,7 @@ internal enum Operations {
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
-                ///   - idempotencyKey: Same key, same response; nothing is applied twice. 1 to 200 characters.
+                ///   - idempotencyKey: Same key, same response; nothing is applied twice. 1 to 200 of the characters ids use.
                 ///   - accept:
                 internal init(
                     idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
@@ -887,7 +887,7 @@ internal enum Operations {
         internal struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/orders/POST/header`.
             internal struct Headers: Sendable, Hashable {
-                /// Same key, same response; nothing is applied twice. 1 to 200 characters.
+                /// Same key, same response; nothing is applied twice. 1 to 200 of the characters ids use.
                 ///
                 /// - Remark: Generated from `#/paths/v1/orders/POST/header/Idempotency-Key`.
                 internal var idempotencyKey: Components.Parameters.IdempotencyKey?
@@ -895,7 +895,7 @@ internal enum Operations {
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
-                ///   - idempotencyKey: Same key, same response; nothing is applied twice. 1 to 200 characters.
+                ///   - idempotencyKey: Same key, same response; nothing is applied twice. 1 to 200 of the characters ids use.
                 ///   - accept:
                 internal init(
                     idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
@@ -1367,7 +1367,7 @@ internal enum Operations {
             internal var path: Operations.AdvanceOrder.Input.Path
             /// - Remark: Generated from `#/paths/v1/orders/{id}/advance/POST/header`.
             internal struct Headers: Sendable, Hashable {
-                /// Same key, same response; nothing is applied twice. 1 to 200 characters.
+                /// Same key, same response; nothing is applied twice. 1 to 200 of the characters ids use.
                 ///
                 /// - Remark: Generated from `#/paths/v1/orders/{id}/advance/POST/header/Idempotency-Key`.
                 internal var idempotencyKey: Components.Parameters.IdempotencyKey?
@@ -1379,7 +1379,7 @@ internal enum Operations {
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
-                ///   - idempotencyKey: Same key, same response; nothing is applied twice. 1 to 200 characters.
+                ///   - idempotencyKey: Same key, same response; nothing is applied twice. 1 to 200 of the characters ids use.
                 ///   - prefer: `return=minimal` (RFC 7240) answers 204 with the new state in headers instead of the order and transition as JSON; anything else, or none, answers with the full result.
                 ///   - accept:
                 internal init(
@@ -1570,7 +1570,7 @@ internal enum Operations {
             internal var path: Operations.CancelOrder.Input.Path
             /// - Remark: Generated from `#/paths/v1/orders/{id}/cancel/POST/header`.
             internal struct Headers: Sendable, Hashable {
-                /// Same key, same response; nothing is applied twice. 1 to 200 characters.
+                /// Same key, same response; nothing is applied twice. 1 to 200 of the characters ids use.
                 ///
                 /// - Remark: Generated from `#/paths/v1/orders/{id}/cancel/POST/header/Idempotency-Key`.
                 internal var idempotencyKey: Components.Parameters.IdempotencyKey?
@@ -1582,7 +1582,7 @@ internal enum Operations {
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
-                ///   - idempotencyKey: Same key, same response; nothing is applied twice. 1 to 200 characters.
+                ///   - idempotencyKey: Same key, same response; nothing is applied twice. 1 to 200 of the characters ids use.
                 ///   - prefer: `return=minimal` (RFC 7240) answers 204 with the new state in headers instead of the order and transition as JSON; anything else, or none, answers with the full result.
                 ///   - accept:
                 internal init(
@@ -3088,7 +3088,7 @@ internal enum Operations {
             internal var path: Operations.RetryDelivery.Input.Path
             /// - Remark: Generated from `#/paths/v1/deliveries/{deliveryID}/retry/POST/header`.
             internal struct Headers: Sendable, Hashable {
-                /// Same key, same response; nothing is applied twice. 1 to 200 characters.
+                /// Same key, same response; nothing is applied twice. 1 to 200 of the characters ids use.
                 ///
                 /// - Remark: Generated from `#/paths/v1/deliveries/{deliveryID}/retry/POST/header/Idempotency-Key`.
                 internal var idempotencyKey: Components.Parameters.IdempotencyKey?
@@ -3096,7 +3096,7 @@ internal enum Operations {
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
-                ///   - idempotencyKey: Same key, same response; nothing is applied twice. 1 to 200 characters.
+                ///   - idempotencyKey: Same key, same response; nothing is applied twice. 1 to 200 of the characters ids use.
                 ///   - accept:
                 internal init(
                     idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
