@@ -1,5 +1,6 @@
 import Foundation
 import OrderFlow
+import OrderFlowTesting
 import PGKit
 import Testing
 
@@ -8,21 +9,6 @@ import Testing
 /// boundary is refused with its status, and the database is the same after as before.
 @Suite("The door of orderflow serve, crossed the wrong way", .serialized)
 struct DoorAttackTests {
-    /// Every row of every table, one text per table.
-    static func contents(_ url: String) async throws -> [String: String] {
-        try await PostgresConnection.withConnection(try PostgresConfiguration(url)) { connection in
-            let tables: [String] = try await connection.query(PostgresQuery(
-                "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename")).map { try $0.decode("tablename") }
-            var contents: [String: String] = [:]
-            for table in tables {
-                contents[table] = try await connection.query(PostgresQuery(unsafeSQL:
-                    "SELECT coalesce(string_agg(t::text, E'\\n' ORDER BY t::text), '') AS rows FROM \"\(table)\" t"))
-                    .single().decode("rows", as: String.self)
-            }
-            return contents
-        }
-    }
-
     @Test("another customer's device, another merchant's order, a forged secret: refused, nothing changed", .timeLimit(.minutes(3)))
     func attack() async throws {
         var cli = try await CLI.withFreshDatabase()
@@ -71,7 +57,7 @@ struct DoorAttackTests {
                                body: #"{"token": "\#(token)"}"#).status == 200)
         #expect(try await curl("PUT", "/v1/orders/A-1/followers/anna-iphone", bearer: anna, device: annaDevice).status == 204)
 
-        let before = try await Self.contents(url)
+        let before = try await TableContents.read(try PostgresConfiguration(url))
         let attacker = String(repeating: "ab", count: 32)
         // The issue's attack: another order's secret sets Anna's push-to-start token.
         let taken = try await curl("PUT", "/v1/devices/anna-iphone/push-to-start-tokens/FoodOrderAttributes", bearer: mallory,
@@ -93,9 +79,8 @@ struct DoorAttackTests {
         let forged = "of_cs_" + Data("ghost".utf8).base64EncodedString() + ".QS0x." + String(repeating: "A", count: 43)
         #expect(try await curl("GET", "/v1/orders/A-1", bearer: forged).status == 401)
         #expect(try await cli.shell("curl -s -o /dev/null -w '%{http_code}' \(api)/v1/orders").stdout == "401")
-        let after = try await Self.contents(url)
-        for table in Set(before.keys).union(after.keys).sorted() where before[table] != after[table] {
-            Issue.record("table \(table) changed:\n\(before[table] ?? "-")\n→\n\(after[table] ?? "-")")
+        for change in TableContents.changes(before, try await TableContents.read(try PostgresConfiguration(url))) {
+            Issue.record("an attempt across the door changed \(change)")
         }
         serve.interrupt()
         _ = try await serve.finish()

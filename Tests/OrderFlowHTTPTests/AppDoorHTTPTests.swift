@@ -15,14 +15,8 @@ extension HTTPAPITests {
         let harness = try await Harness.make()
         defer { Task { await harness.fixture.shutdown() } }
         try await harness.application.test(.router) { client in
-            func create(_ id: String) async throws -> String {
-                let body = #"{"id": "\#(id)", "workflow": "food-order", "attributes": {"merchantName": "Luigi's", "orderNumber": "\#(id)", "itemCount": 1}}"#
-                let created = try await call(client, .post, "/v1/orders", headers: harness.headers(), body: body)
-                #expect(created.status == .created, "\(created.body)")
-                return try #require(created.json["client_secret"] as? String)
-            }
-            let secret = try await create("A1")
-            let otherSecret = try await create("A2")
+            let secret = try await createOrder("A1", client: client, harness: harness)
+            let otherSecret = try await createOrder("A2", client: client, harness: harness)
             let device = try await call(client, .post, "/v1/devices", headers: harness.headers(key: secret), body: #"{"device": "phone"}"#)
             #expect(device.status == .created, "\(device.body)")
             let app = harness.headers([.deviceCredential: try #require(device.json["device_credential"] as? String)], key: secret)

@@ -13,30 +13,23 @@ import Testing
 /// The door crossed the wrong way: another customer's device, a forged secret, a reused key.
 /// Each attempt is refused with its status and the database is compared before and after.
 extension HTTPAPITests {
-    /// Every row of every table of OrderFlow's schema, as one text per table: equal before and
-    /// after means nothing was written.
     static func databaseContents(_ database: PostgresConfiguration) async throws -> [String: String] {
-        try await PostgresConnection.withConnection(database) { connection in
-            let tables: [String] = try await connection.query(PostgresQuery("""
-                SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename
-                """)).map { try $0.decode("tablename") }
-            var contents: [String: String] = [:]
-            for table in tables {
-                // The name comes from the catalog, quoted: the one identifier not bound as a parameter.
-                let quoted = "\"" + table.replacingOccurrences(of: "\"", with: "\"\"") + "\""
-                contents[table] = try await connection.query(PostgresQuery(unsafeSQL:
-                    "SELECT coalesce(string_agg(t::text, E'\\n' ORDER BY t::text), '') AS rows FROM \(quoted) t"))
-                    .single().decode("rows", as: String.self)
-            }
-            return contents
-        }
+        try await TableContents.read(database)
     }
 
     static func expectUnchanged(_ before: [String: String], _ after: [String: String], _ what: String,
                                 sourceLocation: SourceLocation = #_sourceLocation) {
-        for table in Set(before.keys).union(after.keys).sorted() where before[table] != after[table] {
-            Issue.record("\(what) changed table \(table):\nbefore \(before[table] ?? "-")\nafter \(after[table] ?? "-")", sourceLocation: sourceLocation)
+        for change in TableContents.changes(before, after) {
+            Issue.record("\(what) changed \(change)", sourceLocation: sourceLocation)
         }
+    }
+
+    /// Creates a food order through the API; its client secret.
+    func createOrder(_ id: String, client: some TestClientProtocol, harness: Harness) async throws -> String {
+        let body = #"{"id": "\#(id)", "workflow": "food-order", "attributes": {"merchantName": "Luigi's", "orderNumber": "\#(id)", "itemCount": 1}}"#
+        let created = try await call(client, .post, "/v1/orders", headers: harness.headers(), body: body)
+        #expect(created.status == .created, "\(created.body)")
+        return try #require(created.json["client_secret"] as? String)
     }
 
     @Test("another customer's device: a client secret changes only the device that presents its own credential")
@@ -44,14 +37,8 @@ extension HTTPAPITests {
         let harness = try await Harness.make()
         defer { Task { await harness.fixture.shutdown() } }
         try await harness.application.test(.router) { client in
-            func create(_ id: String) async throws -> String {
-                let body = #"{"id": "\#(id)", "workflow": "food-order", "attributes": {"merchantName": "Luigi's", "orderNumber": "\#(id)", "itemCount": 1}}"#
-                let created = try await call(client, .post, "/v1/orders", headers: harness.headers(), body: body)
-                #expect(created.status == .created, "\(created.body)")
-                return try #require(created.json["client_secret"] as? String)
-            }
-            let anna = try await create("ANNA-1")
-            let mallory = try await create("MAL-1")
+            let anna = try await createOrder("ANNA-1", client: client, harness: harness)
+            let mallory = try await createOrder("MAL-1", client: client, harness: harness)
 
             // Anna's app registers its device, keeping the id it used before, and gets its credential.
             let registered = try await call(client, .post, "/v1/devices", headers: harness.headers(key: anna), body: #"{"device": "anna-iphone"}"#)
@@ -140,7 +127,6 @@ extension HTTPAPITests {
         let engine = OrderFlowEngine(configuration: configuration)
         defer { Task { await engine.shutdown() } }
         _ = try await engine.addMerchant("default")
-        let key = try await engine.createAPIKey(merchantID: "default").secret
         _ = try await engine.createOrder(NewOrder(orderID: "OLD-1", workflow: "food-order",
                                                   attributes: ["merchantName": "Luigi's", "orderNumber": "OLD-1", "itemCount": 1]))
         let secret = try await engine.clientSecret(forOrder: "OLD-1")
@@ -155,7 +141,6 @@ extension HTTPAPITests {
             #expect(registered.status == .created, "\(registered.body)")
             expectProblem(try await call(client, .put, "/v1/orders/OLD-1/followers/old-phone", headers: app), .forbidden, code: "forbidden",
                           containing: "registered to an app installation")
-            _ = key
         }
     }
 

@@ -13,6 +13,7 @@ struct SQLSafetyTests {
         "Sources/PGKit/PostgresListener.swift": "LISTEN takes no parameters: channel names quoted by libpq (PQescapeIdentifier)",
         "Sources/PostgresTesting/TestDatabase.swift": "CREATE DATABASE with a name generated from a UUID",
         "Sources/orderflow-bench/BenchDatabase.swift": "CREATE DATABASE with a name generated from the clock",
+        "Sources/OrderFlowTesting/TableContents.swift": "tests only: every row of each table pg_tables names, the name quoted",
     ]
 
     static func sourceFiles() throws -> [(path: String, text: String)] {
