@@ -42,11 +42,15 @@ struct EventStreamLimitTests {
             await fixture.shutdown()
         }
 
-        /// Opens a stream and reads its first chunk (the server has admitted it by then).
-        func open(key: String, query: String = "") async throws -> (status: Int, headers: [(String, String)],
+        /// Opens a stream with an API key (or a board session's cookie).
+        func open(key: String, query: String = "", cookie: String? = nil) async throws -> (status: Int, headers: [(String, String)],
                                                                      body: HTTPClientResponse.Body.AsyncIterator) {
             var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/v1/events\(query)")
-            request.headers.add(name: "Authorization", value: "Bearer \(key)")
+            if let cookie {
+                request.headers.add(name: "Cookie", value: cookie)
+            } else {
+                request.headers.add(name: "Authorization", value: "Bearer \(key)")
+            }
             let response = try await client.execute(request, timeout: .seconds(30))
             return (Int(response.status.code), response.headers.map { ($0.name, $0.value) }, response.body.makeAsyncIterator())
         }
@@ -103,6 +107,26 @@ struct EventStreamLimitTests {
         #expect(rest.ended, "the stream ended: \(rest.text)")
         #expect(ContinuousClock.now - started < .seconds(8))
         #expect(rest.text.contains("revoked"), "\(rest.text)")
+    }
+
+    @Test("a board's stream ends within seconds of its sign-out, and its streams count against the session")
+    func endsAtSignOut() async throws {
+        let live = try await EventStreamLimitTests.LiveServer.start(streamsPerCredential: 2)
+        defer { Task { await live.stop() } }
+        let engine = live.fixture.engine
+        let session = try #require(try await engine.redeemBoardSignInToken(try await engine.createBoardSignInToken(merchantID: "default").token))
+        let cookie = "orderflow_board=\(session.secret)"
+        var first = try await live.open(key: "", cookie: cookie)
+        #expect(first.status == 200)
+        _ = try await Self.read(&first.body, for: .seconds(5)) { $0.contains("OrderFlow events") }
+        var second = try await live.open(key: "", cookie: cookie)
+        _ = try await Self.read(&second.body, for: .seconds(5)) { $0.contains("OrderFlow events") }
+        #expect(try await live.open(key: "", cookie: cookie).status == 429, "a third stream of the session")
+        try await engine.endBoardSession(session.secret)
+        let started = ContinuousClock.now
+        let rest = try await Self.read(&first.body, for: .seconds(15)) { _ in false }
+        #expect(rest.ended && rest.text.contains("session ended"), "\(rest.text)")
+        #expect(ContinuousClock.now - started < .seconds(8))
     }
 
     @Test("a cursor older than the replay window is 410; a slow reader of a long replay gets every event, once")
