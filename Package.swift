@@ -108,6 +108,8 @@ let package = Package(
                 "PGKit",
                 "WorkflowKit",
                 "APNS",
+                "APNSCore",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -124,6 +126,7 @@ let package = Package(
                 "OrderFlow",
                 "WorkflowKit",
                 "Timestamps",
+                "APNSCore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
@@ -166,18 +169,20 @@ let package = Package(
                 "APNS",
                 "LocalAPNS",
                 "LocalPostgres",
+                "WorkflowKit",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .target(
             name: "ConsoleOutput",
-            dependencies: ["APNS", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["APNSCore", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "OrderFlowDemo",
             dependencies: [
                 "OrderFlow",
                 "WorkflowKit",
+                "APNS",
                 "LocalAPNS",
                 "ConsoleOutput",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -194,6 +199,8 @@ let package = Package(
                 "LocalPostgres",
                 "ConsoleOutput",
                 "OrderFlowDemo",
+                "APNS",
+                "WorkflowKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -208,21 +215,37 @@ let package = Package(
                 "OrderFlowTesting",
                 "LocalAPNS",
                 "LocalPostgres",
+                "APNS",
+                "PGKit",
+                "WorkflowKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
-        .testTarget(name: "PGKitTests", dependencies: ["PGKit", "PostgresTesting", "LocalPostgres"]),
+        .testTarget(name: "PGKitTests", dependencies: ["PGKit", "PostgresTesting", "LocalPostgres", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "WorkflowKitTests", dependencies: ["WorkflowKit"]),
         .testTarget(name: "TimestampsTests", dependencies: ["Timestamps"]),
-        .testTarget(name: "APNSTests", dependencies: ["APNS", "LocalAPNS", "OrderFlowTesting", .product(name: "NIOPosix", package: "swift-nio")]),
+        .testTarget(name: "APNSTests", dependencies: [
+            "APNS", "LocalAPNS", "OrderFlowTesting",
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(
             name: "OrderFlowTests",
             dependencies: [
-                "OrderFlow", "OrderFlowTesting", "LocalAPNS", "PGKit", "LocalPostgres",
+                "OrderFlow", "OrderFlowTesting", "LocalAPNS", "PGKit", "LocalPostgres", "APNS", "PostgresTesting", "WorkflowKit",
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -231,7 +254,8 @@ let package = Package(
         .testTarget(
             name: "CLITests",
             dependencies: [
-                "OrderFlowTesting", "LocalAPNS",
+                "OrderFlowTesting", "LocalAPNS", "OrderFlow", "PGKit", "PostgresTesting", "WorkflowKit",
+                .product(name: "Crypto", package: "swift-crypto"),
                 // The soak's clients call `orderflow serve` over HTTP.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -245,8 +269,12 @@ let package = Package(
         .testTarget(
             name: "OrderFlowHTTPTests",
             dependencies: [
-                "OrderFlowHTTP", "OrderFlow", "OrderFlowTesting", "PGKit",
+                "OrderFlowHTTP", "OrderFlow", "OrderFlowTesting", "PGKit", "WorkflowKit",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -1,4 +1,4 @@
-import APNS
+import APNSCore
 import Foundation
 
 /// How values are shown to people: local times, short ages, masked secrets.
