@@ -47,7 +47,7 @@ extension OrderFlowEngine {
                         "order \(Self.shown(request.orderID)) cannot be created: its push-to-start (attributes, start alert and first content together) would be over APNs' \(APNSLimits.maximumPayloadSize)-byte limit; shorten the attribute values")
                 }
             }
-            let created: Bool
+            var created: Bool
             do {
                 created = try await orderStore.insertOrder(
                     orderID: request.orderID, workflow: request.workflow, version: version, state: workflow.initialState,
@@ -55,11 +55,16 @@ extension OrderFlowEngine {
                     at: now, input: input.postgresJSON, rendered: rendering.json.postgresJSON, actor: request.actor,
                     channelStoragePolicy: workflow.lifecycle.audience.storagePolicy)
             } catch let error as PostgresError where error.isUniqueViolation && request.idempotencyKey != nil {
-                // The key created another order already (a key names one creation per merchant).
+                // The key created an order already (a key names one creation per merchant): this
+                // one, by a copy of this request that ran beside it — then answered as a retry
+                // below — or another, which is a mistake to report.
                 let other = try await orderStore.order(creationKey: request.idempotencyKey!)
-                throw OrderFlowError(
-                    .conflict,
-                    "idempotency key \(Self.shown(request.idempotencyKey!)) already created order \(Self.shown(other ?? "?")); nothing changed. Use a new key for a different order")
+                guard other == request.orderID else {
+                    throw OrderFlowError(
+                        .conflict,
+                        "idempotency key \(Self.shown(request.idempotencyKey!)) already created order \(Self.shown(other ?? "?")); nothing changed. Use a new key for a different order")
+                }
+                created = false
             }
             if !created {
                 let snapshot = try await orderSnapshot(request.orderID)
@@ -74,10 +79,15 @@ extension OrderFlowEngine {
                 // answer with an order that is not the one asked for.
                 let sameWorkflow = snapshot.workflow == request.workflow
                     && (request.workflowVersion == nil || request.workflowVersion == snapshot.workflowVersion)
-                guard sameWorkflow, snapshot.attributes == attributes else {
+                // The start input too, read as of the first request's time (a relative date
+                // means what it meant then).
+                let first = try await orderStore.transition(orderID: request.orderID, seq: 1)
+                let sameInput = sameWorkflow
+                    && (try? workflow.validateStartInput(request.input, at: first.occurredAt)) == first.input
+                guard sameWorkflow, snapshot.attributes == attributes, sameInput else {
                     throw OrderFlowError(
                         .conflict,
-                        "idempotency key \(Self.shown(given)) already created order \(Self.shown(request.orderID)) with \(sameWorkflow ? "other attributes" : "workflow \(snapshot.workflow) version \(snapshot.workflowVersion)"); nothing changed. Use a new key for a different order",
+                        "idempotency key \(Self.shown(given)) already created order \(Self.shown(request.orderID)) with \(sameWorkflow ? (snapshot.attributes == attributes ? "other start input" : "other attributes") : "workflow \(snapshot.workflow) version \(snapshot.workflowVersion)"); nothing changed. Use a new key for a different order",
                         currentState: snapshot.state)
                 }
                 return snapshot

@@ -199,7 +199,10 @@ struct OrderFlowAPI: APIProtocol {
             if replacing, RequestScope.current?.grantedOrder != nil {
                 throw AccessDenied(detail: "only the merchant's API key may replace a device's credential; an app that lost its credential registers as a new device (leave `device` out)")
             }
-            let registered = try await engine.registerAppDevice(deviceID: body?.device, replacingCredential: replacing)
+            let byApp = RequestScope.current?.grantedOrder != nil
+            let registered = try await engine.registerAppDevice(
+                deviceID: body?.device, replacingCredential: replacing,
+                claimingKnown: !byApp || engine.configuration.deviceCredentials == .compatible)
             return .created(.init(body: .json(.init(device: registered.deviceID, deviceCredential: registered.credential))))
         }
     }

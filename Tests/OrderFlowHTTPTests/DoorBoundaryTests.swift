@@ -89,6 +89,12 @@ extension HTTPAPITests {
                                          headers: harness.headers(key: mallory), body: #"{"token": "\#(attacker)"}"#),
                           .forbidden, code: "forbidden", containing: "not registered")
             Self.expectUnchanged(before, try await Self.databaseContents(harness.fixture.database), "an attempt on another customer's device")
+            // A device id the merchant's own calls made known cannot be claimed by a customer's app.
+            #expect(try await call(client, .put, "/v1/orders/ANNA-1/followers/bob-iphone", headers: harness.headers()).status == .noContent)
+            let knownBefore = try await Self.databaseContents(harness.fixture.database)
+            expectProblem(try await call(client, .post, "/v1/devices", headers: harness.headers(key: mallory), body: #"{"device": "bob-iphone"}"#),
+                          .conflict, code: "conflict")
+            Self.expectUnchanged(knownBefore, try await Self.databaseContents(harness.fixture.database), "claiming a known device")
 
             // Mallory's own device works with its credential; the order shows her only her own device.
             let own = harness.headers([.deviceCredential: malloryCredential], key: mallory)
@@ -174,6 +180,9 @@ extension HTTPAPITests {
             #expect(try await create("K-1").status == .created, "the same creation again is a replay")
             let before = try await Self.databaseContents(harness.fixture.database)
             expectProblem(try await create("K-2"), .conflict, code: "conflict", containing: "already created order K-1")
+            let otherInput = #"{"id": "K-1", "workflow": "food-order", "attributes": {"merchantName": "Luigi's", "orderNumber": "K-1", "itemCount": 1}, "input": {"eta": "+45m"}}"#
+            expectProblem(try await call(client, .post, "/v1/orders", headers: harness.headers([HTTPField.Name("Idempotency-Key")!: "create-once"]),
+                                         body: otherInput), .conflict, code: "conflict", containing: "other start input")
             Self.expectUnchanged(before, try await Self.databaseContents(harness.fixture.database), "a reused creation key")
         }
     }

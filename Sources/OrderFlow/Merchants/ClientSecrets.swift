@@ -76,9 +76,11 @@ extension OrderFlowEngine {
                 guard parts[2].hasPrefix("v"), let given = Int(parts[2].dropFirst()), given >= 2, given <= 1_000_000 else { return nil }
                 version = given
             }
-            var key = try await clientKeyring(merchantID: merchantID)?.keys[version]
-            if key == nil, version > 1 {
-                // A version made since this process read the keyring (a rotation elsewhere).
+            let keyring = try await clientKeyring(merchantID: merchantID)
+            var key = keyring?.keys[version]
+            if key == nil, version > 1, keyring.map({ ContinuousClock.now - $0.readAt >= .seconds(1) }) ?? false {
+                // A version made since this process read the keyring (a rotation elsewhere); read
+                // again at most once a second, so that made-up versions cost no query each.
                 key = try await clientKeyring(merchantID: merchantID, reread: true)?.keys[version]
             }
             guard let key else { return nil }
@@ -138,7 +140,19 @@ extension OrderFlowEngine {
             return nil
         }
         var keys: [Int: Data] = [:]
-        for row in rows { keys[row.version] = try openClientKey(row, merchantID: merchantID) }
+        var unopened: OrderFlowError?
+        for row in rows {
+            // A version this process cannot open (sealed under another master key) is left out
+            // and said in the log: the others keep working.
+            do {
+                keys[row.version] = try openClientKey(row, merchantID: merchantID)
+            } catch let error as OrderFlowError {
+                logger.error("a client-secret key cannot be opened", metadata: [
+                    "merchant": "\(merchantID)", "version": "\(row.version)", "reason": "\(error.message)"])
+                unopened = unopened ?? error
+            }
+        }
+        if keys.isEmpty, let unopened { throw unopened }
         let keyring = ClientKeyring(keys: keys, readAt: now)
         clientKeys.withLock { $0[merchantID] = keyring }
         return keyring

@@ -42,18 +42,24 @@ extension OrderFlowEngine {
     ///   - replacingCredential: on the merchant's own authority (its API key, its operator): a
     ///     registered device gets a new credential and the old one stops working, for an app
     ///     installation that lost it.
-    /// - Throws: `OrderFlowError.conflict` for a registered device without
-    ///   `replacingCredential`.
-    public func registerAppDevice(deviceID: String? = nil, replacingCredential: Bool = false) async throws -> RegisteredDevice {
+    ///   - claimingKnown: whether an id OrderFlow already knows unregistered (its tokens, the
+    ///     orders it follows, from before registration or from the merchant's own calls) may be
+    ///     claimed: on the merchant's authority, and for apps in the
+    ///     ``DeviceCredentialPolicy/compatible`` transition. Otherwise only an id never seen is
+    ///     registered: a customer cannot claim another's phone by its id.
+    /// - Throws: `OrderFlowError.conflict` for a registered (or, without `claimingKnown`, known)
+    ///   device.
+    public func registerAppDevice(deviceID: String? = nil, replacingCredential: Bool = false,
+                                  claimingKnown: Bool = true) async throws -> RegisteredDevice {
         try await translatingErrors {
             let deviceID = deviceID ?? Self.newDeviceID()
             try Self.validateIdentifier(deviceID, what: "device id")
             let credential = Self.deviceCredentialScheme + Self.randomSecret()
             guard try await deviceStore.issueCredential(
-                deviceID: deviceID, hash: Self.secretHash(credential), replacing: replacingCredential)
+                deviceID: deviceID, hash: Self.secretHash(credential), replacing: replacingCredential, onlyNew: !claimingKnown)
             else {
                 throw OrderFlowError(.conflict,
-                    "device \(Self.shown(deviceID)) is registered already and its app holds its credential; an app that lost it registers as a new device (leave the id out), or the merchant replaces the credential with its API key")
+                    "device \(Self.shown(deviceID)) is registered already, or known from the merchant's own calls; an app registers as a new device (leave the id out), and only the merchant's key may claim or replace a known id")
             }
             return RegisteredDevice(deviceID: deviceID, credential: credential)
         }

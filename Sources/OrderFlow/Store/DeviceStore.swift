@@ -140,16 +140,21 @@ struct DeviceStore: Sendable {
     // MARK: Device credentials
 
     /// Stores the hash of a device's new credential, making the device's row if it has none.
-    /// A device that has a credential keeps it unless `replacing`: false then, nothing changed.
-    func issueCredential(deviceID: String, hash: Data, replacing: Bool) async throws -> Bool {
+    /// A device that has a credential keeps it unless `replacing`; with `onlyNew`, a device id
+    /// OrderFlow knows in any way (a token, a follow, an activity, a row) is left alone too.
+    /// False when nothing changed.
+    func issueCredential(deviceID: String, hash: Data, replacing: Bool, onlyNew: Bool) async throws -> Bool {
         try await pool.query(PostgresQuery("""
             INSERT INTO devices (merchant_id, device_id, credential_hash, credential_issued_at)
-            VALUES ($1, $2, decode($3, 'base64'), now())
+            SELECT $1, $2, decode($3, 'base64'), now()
+            WHERE NOT ($5 AND (EXISTS (SELECT 1 FROM push_to_start_tokens WHERE merchant_id = $1 AND device_id = $2)
+                            OR EXISTS (SELECT 1 FROM order_followers WHERE merchant_id = $1 AND device_id = $2)
+                            OR EXISTS (SELECT 1 FROM activities WHERE merchant_id = $1 AND device_id = $2)))
             ON CONFLICT (merchant_id, device_id) DO UPDATE
             SET credential_hash = EXCLUDED.credential_hash, credential_issued_at = now(), updated_at = now()
-            WHERE devices.credential_hash IS NULL OR $4
+            WHERE $4 OR (devices.credential_hash IS NULL AND NOT $5)
             RETURNING device_id
-            """, merchantID, deviceID, hash.base64EncodedString(), replacing)).count == 1
+            """, merchantID, deviceID, hash.base64EncodedString(), replacing, onlyNew)).count == 1
     }
 
     /// The hash of the device's credential; nil when it has none (or no row).

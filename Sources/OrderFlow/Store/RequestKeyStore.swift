@@ -23,16 +23,16 @@ struct RequestKeyStore: Sendable {
         }
     }
 
-    /// Records the key's first use (a use older than a day is forgotten first); false when
-    /// another call recorded it meanwhile.
+    /// Records the key's first use (a use older than a day is replaced); false when another
+    /// call recorded it meanwhile.
     func record(key: String, operation: String, digest: Data, result: String) async throws -> Bool {
         try await pool.query(PostgresQuery("""
-            WITH expired AS (
-                DELETE FROM request_keys WHERE merchant_id = $1 AND idempotency_key = $2 AND created_at <= now() - interval '1 day'
-            )
             INSERT INTO request_keys (merchant_id, idempotency_key, operation, request_digest, result)
             VALUES ($1, $2, $3, decode($4, 'base64'), $5::jsonb)
-            ON CONFLICT (merchant_id, idempotency_key) DO NOTHING
+            ON CONFLICT (merchant_id, idempotency_key) DO UPDATE
+            SET operation = EXCLUDED.operation, request_digest = EXCLUDED.request_digest, result = EXCLUDED.result,
+                created_at = now()
+            WHERE request_keys.created_at <= now() - interval '1 day'
             RETURNING 1 AS recorded
             """, merchantID, key, operation, digest.base64EncodedString(), result)).count == 1
     }

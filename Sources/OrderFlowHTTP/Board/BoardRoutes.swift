@@ -65,8 +65,8 @@ struct BoardRoutes: Sendable {
     /// The sign-in form's POST: consumes the token, sets the cookie, and sends the browser to
     /// the board (303). A form posted from another site's page is refused (signing a browser in
     /// to someone else's board): browsers say where a request comes from in `Sec-Fetch-Site`,
-    /// and older ones in `Origin` (`null` under this page's no-referrer policy, so not enough
-    /// alone).
+    /// and older ones in `Origin` (`null` under this page's no-referrer policy: refused unless
+    /// `Sec-Fetch-Site` says same-origin). A client that sends neither is no browser.
     private func signIn(_ request: Request) async throws -> Response {
         if Self.isCrossSite(request) {
             return signedOut(notice: "The sign-in came from another site's page and was refused; open the sign-in link itself.")
@@ -91,8 +91,9 @@ struct BoardRoutes: Sendable {
         if let site = request.headers[HTTPField.Name("Sec-Fetch-Site")!] {
             return site != "same-origin" && site != "none"
         }
-        if let origin = request.headers[.origin], origin != "null" {
-            guard let host = request.head.authority else { return true }
+        if let origin = request.headers[.origin] {
+            // Without Sec-Fetch-Site, an opaque origin cannot be told from another site's.
+            guard origin != "null", let host = request.head.authority else { return true }
             return origin != "http://\(host)" && origin != "https://\(host)"
         }
         return false
