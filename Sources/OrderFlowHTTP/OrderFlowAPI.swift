@@ -199,10 +199,14 @@ struct OrderFlowAPI: APIProtocol {
             if replacing, RequestScope.current?.grantedOrder != nil {
                 throw AccessDenied(detail: "only the merchant's API key may replace a device's credential; an app that lost its credential registers as a new device (leave `device` out)")
             }
-            let byApp = RequestScope.current?.grantedOrder != nil
-            let registered = try await engine.registerAppDevice(
-                deviceID: body?.device, replacingCredential: replacing,
-                claimingKnown: !byApp || engine.configuration.deviceCredentials == .compatible)
+            let registered: RegisteredDevice
+            if let order = RequestScope.current?.grantedOrder, engine.configuration.deviceCredentials == .required {
+                registered = try await engine.registerAppDevice(forOrder: order, deviceID: body?.device)
+            } else {
+                // The merchant's key; or an app during the compatible transition, which may claim
+                // the id it used before registration existed.
+                registered = try await engine.registerAppDevice(deviceID: body?.device, replacingCredential: replacing)
+            }
             return .created(.init(body: .json(.init(device: registered.deviceID, deviceCredential: registered.credential))))
         }
     }

@@ -95,6 +95,16 @@ extension HTTPAPITests {
             expectProblem(try await call(client, .post, "/v1/devices", headers: harness.headers(key: mallory), body: #"{"device": "bob-iphone"}"#),
                           .conflict, code: "conflict")
             Self.expectUnchanged(knownBefore, try await Self.databaseContents(harness.fixture.database), "claiming a known device")
+            // One order's secret registers a household's devices, not rows without end.
+            var registeredByMallory = 1
+            while registeredByMallory < OrderFlowEngine.devicesPerOrder {
+                #expect(try await call(client, .post, "/v1/devices", headers: harness.headers(key: mallory), body: "{}").status == .created)
+                registeredByMallory += 1
+            }
+            let capBefore = try await Self.databaseContents(harness.fixture.database)
+            expectProblem(try await call(client, .post, "/v1/devices", headers: harness.headers(key: mallory), body: "{}"),
+                          .badRequest, code: "invalidInput", containing: "the most one order may")
+            Self.expectUnchanged(capBefore, try await Self.databaseContents(harness.fixture.database), "an order past its devices")
 
             // Mallory's own device works with its credential; the order shows her only her own device.
             let own = harness.headers([.deviceCredential: malloryCredential], key: mallory)

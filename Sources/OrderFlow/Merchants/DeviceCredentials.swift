@@ -31,37 +31,56 @@ extension OrderFlowEngine {
     /// Every device credential begins so.
     public static let deviceCredentialScheme = "of_dev_"
 
-    /// Registers a device for the customer's app and gives it a credential: later calls that
-    /// change the device on a client secret's authority must carry it
-    /// (``authorizeAppDevice(_:credential:)``).
+    /// Registers a device on the merchant's own authority (its API key, its operator) and gives
+    /// it a credential that later calls changing the device on a client secret's authority must
+    /// carry (``authorizeAppDevice(_:credential:)``). The merchant's backend hands it to its app.
+    /// (An app registers itself with ``registerAppDevice(forOrder:deviceID:)``.)
     ///
     /// - Parameters:
-    ///   - deviceID: the device's id; nil draws a new one that nobody can guess (`dev_…`), the
-    ///     safe choice for an app. An id that was registered already is refused unless
-    ///     `replacingCredential`.
-    ///   - replacingCredential: on the merchant's own authority (its API key, its operator): a
-    ///     registered device gets a new credential and the old one stops working, for an app
-    ///     installation that lost it.
-    ///   - claimingKnown: whether an id OrderFlow already knows unregistered (its tokens, the
-    ///     orders it follows, from before registration or from the merchant's own calls) may be
-    ///     claimed: on the merchant's authority, and for apps in the
-    ///     ``DeviceCredentialPolicy/compatible`` transition. Otherwise only an id never seen is
-    ///     registered: a customer cannot claim another's phone by its id.
-    /// - Throws: `OrderFlowError.conflict` for a registered (or, without `claimingKnown`, known)
-    ///   device.
-    public func registerAppDevice(deviceID: String? = nil, replacingCredential: Bool = false,
-                                  claimingKnown: Bool = true) async throws -> RegisteredDevice {
+    ///   - deviceID: the device's id; nil draws a new one that nobody can guess (`dev_…`). Any
+    ///     id not registered yet may be claimed, known or not.
+    ///   - replacingCredential: a registered device gets a new credential and the old one stops
+    ///     working, for an app installation that lost it.
+    /// - Throws: `OrderFlowError.conflict` for a registered device without `replacingCredential`.
+    public func registerAppDevice(deviceID: String? = nil, replacingCredential: Bool = false) async throws -> RegisteredDevice {
         try await translatingErrors {
             let deviceID = deviceID ?? Self.newDeviceID()
             try Self.validateIdentifier(deviceID, what: "device id")
             let credential = Self.deviceCredentialScheme + Self.randomSecret()
             guard try await deviceStore.issueCredential(
-                deviceID: deviceID, hash: Self.secretHash(credential), replacing: replacingCredential, onlyNew: !claimingKnown)
+                deviceID: deviceID, hash: Self.secretHash(credential), replacing: replacingCredential)
             else {
                 throw OrderFlowError(.conflict,
-                    "device \(Self.shown(deviceID)) is registered already, or known from the merchant's own calls; an app registers as a new device (leave the id out), and only the merchant's key may claim or replace a known id")
+                    "device \(Self.shown(deviceID)) is registered already and its app holds its credential; replace the credential to give the app a new one")
             }
             return RegisteredDevice(deviceID: deviceID, credential: credential)
+        }
+    }
+
+    /// Devices one order's client secret may register (a household's phones and tablets).
+    public static let devicesPerOrder = 10
+
+    /// Registers a device for the customer's app on an order's client secret: only an id never
+    /// seen (nil draws one nobody can guess), and at most ``devicesPerOrder`` per order, so that
+    /// a secret makes a few rows, not rows without end.
+    /// - Throws: `conflict` for an id already known; `invalidInput` for an order at its limit.
+    public func registerAppDevice(forOrder orderID: String, deviceID: String? = nil) async throws -> RegisteredDevice {
+        try await translatingErrors {
+            try Self.validateIdentifier(orderID, what: "order id")
+            let deviceID = deviceID ?? Self.newDeviceID()
+            try Self.validateIdentifier(deviceID, what: "device id")
+            let credential = Self.deviceCredentialScheme + Self.randomSecret()
+            switch try await deviceStore.issueCredential(
+                deviceID: deviceID, hash: Self.secretHash(credential), registeredBy: orderID, limit: Self.devicesPerOrder) {
+            case true?:
+                return RegisteredDevice(deviceID: deviceID, credential: credential)
+            case false?:
+                throw OrderFlowError(.conflict,
+                    "device \(Self.shown(deviceID)) is registered already, or known from the merchant's own calls; an app registers as a new device (leave the id out), and only the merchant's key may claim or replace a known id")
+            case nil:
+                throw OrderFlowError(.invalidInput,
+                    "order \(Self.shown(orderID)) has registered \(Self.devicesPerOrder) devices already, the most one order may; an app keeps the credential it got and registers once per installation")
+            }
         }
     }
 

@@ -11,7 +11,12 @@
 -- never reads these columns.
 ALTER TABLE devices
     ADD COLUMN credential_hash      bytea CHECK (credential_hash IS NULL OR length(credential_hash) = 32),
-    ADD COLUMN credential_issued_at timestamptz;
+    ADD COLUMN credential_issued_at timestamptz,
+    -- The order whose client secret registered the device (NULL: the merchant's key): an
+    -- order's secret registers a few devices, not rows without end.
+    ADD COLUMN registered_by_order  text;
+
+CREATE INDEX devices_by_registering_order ON devices (merchant_id, registered_by_order) WHERE registered_by_order IS NOT NULL;
 
 CREATE UNIQUE INDEX devices_by_credential ON devices (credential_hash) WHERE credential_hash IS NOT NULL;
 

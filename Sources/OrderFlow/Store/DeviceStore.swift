@@ -140,21 +140,39 @@ struct DeviceStore: Sendable {
     // MARK: Device credentials
 
     /// Stores the hash of a device's new credential, making the device's row if it has none.
-    /// A device that has a credential keeps it unless `replacing`; with `onlyNew`, a device id
-    /// OrderFlow knows in any way (a token, a follow, an activity, a row) is left alone too.
-    /// False when nothing changed.
-    func issueCredential(deviceID: String, hash: Data, replacing: Bool, onlyNew: Bool) async throws -> Bool {
+    /// A device that has a credential keeps it unless `replacing`: false then, nothing changed.
+    func issueCredential(deviceID: String, hash: Data, replacing: Bool) async throws -> Bool {
         try await pool.query(PostgresQuery("""
             INSERT INTO devices (merchant_id, device_id, credential_hash, credential_issued_at)
-            SELECT $1, $2, decode($3, 'base64'), now()
-            WHERE NOT ($5 AND (EXISTS (SELECT 1 FROM push_to_start_tokens WHERE merchant_id = $1 AND device_id = $2)
-                            OR EXISTS (SELECT 1 FROM order_followers WHERE merchant_id = $1 AND device_id = $2)
-                            OR EXISTS (SELECT 1 FROM activities WHERE merchant_id = $1 AND device_id = $2)))
+            VALUES ($1, $2, decode($3, 'base64'), now())
             ON CONFLICT (merchant_id, device_id) DO UPDATE
             SET credential_hash = EXCLUDED.credential_hash, credential_issued_at = now(), updated_at = now()
-            WHERE $4 OR (devices.credential_hash IS NULL AND NOT $5)
+            WHERE devices.credential_hash IS NULL OR $4
             RETURNING device_id
-            """, merchantID, deviceID, hash.base64EncodedString(), replacing, onlyNew)).count == 1
+            """, merchantID, deviceID, hash.base64EncodedString(), replacing)).count == 1
+    }
+
+    /// Like ``issueCredential(deviceID:hash:replacing:)`` for a device id never seen,
+    /// registered on an order's client secret: only while that order has registered fewer than
+    /// `limit` devices. Nil when the order is at its limit; false when the id is known.
+    func issueCredential(deviceID: String, hash: Data, registeredBy orderID: String, limit: Int) async throws -> Bool? {
+        let row = try await pool.query(PostgresQuery("""
+            WITH registered AS (
+                SELECT count(*) AS n FROM devices WHERE merchant_id = $1 AND registered_by_order = $4
+            ), inserted AS (
+                INSERT INTO devices (merchant_id, device_id, credential_hash, credential_issued_at, registered_by_order)
+                SELECT $1, $2, decode($3, 'base64'), now(), $4
+                WHERE (SELECT n FROM registered) < $5
+                  AND NOT EXISTS (SELECT 1 FROM push_to_start_tokens WHERE merchant_id = $1 AND device_id = $2)
+                  AND NOT EXISTS (SELECT 1 FROM order_followers WHERE merchant_id = $1 AND device_id = $2)
+                  AND NOT EXISTS (SELECT 1 FROM activities WHERE merchant_id = $1 AND device_id = $2)
+                ON CONFLICT (merchant_id, device_id) DO NOTHING
+                RETURNING device_id
+            )
+            SELECT (SELECT count(*) FROM inserted) AS inserted, (SELECT n FROM registered) AS registered
+            """, merchantID, deviceID, hash.base64EncodedString(), orderID, limit)).single()
+        if try row.decode("inserted", as: Int.self) == 1 { return true }
+        return try row.decode("registered", as: Int.self) >= limit ? nil : false
     }
 
     /// The hash of the device's credential; nil when it has none (or no row).

@@ -2409,8 +2409,10 @@ internal enum Operations {
     /// call that names the device (`OrderFlow-Device-Credential`) must carry it. Leave
     /// `device` out and the server picks an id nobody can guess (the safe choice); an app
     /// updating from an earlier version may claim the id it used until now, once. A device
-    /// registered already is 409, unless the merchant's API key asks `replace_credential`
-    /// (an installation that lost its credential: the old one stops working).
+    /// registered already (or, on a client secret, one the merchant's own calls made known) is
+    /// 409, unless the merchant's API key asks `replace_credential` (an installation that lost
+    /// its credential: the old one stops working). One order's client secret registers at most
+    /// 10 devices.
     ///
     /// No `Idempotency-Key`: the credential is never stored, so an answer cannot be replayed.
     /// An app whose answer was lost registers again without an id.
