@@ -26,14 +26,19 @@ enum ContractRoutes {
         ("/healthz", [.get]),
     ]
 
+    /// The table's paths split once (this runs for every request): each segment, nil for a
+    /// parameter.
+    private static let templates: [(segments: [Substring?], methods: [HTTPRequest.Method])] = table.map { route in
+        (route.path.split(separator: "/", omittingEmptySubsequences: false).map { $0.first == "{" ? nil : $0 }, route.methods)
+    }
+
     /// The methods a request path takes, when it is one of the contract's; nil otherwise.
     static func methods(for path: String) -> [HTTPRequest.Method]? {
         let segments = path.split(separator: "/", omittingEmptySubsequences: false)
         guard !segments.dropFirst().contains(where: \.isEmpty) else { return nil }
-        return table.first { route in
-            let template = route.path.split(separator: "/", omittingEmptySubsequences: false)
-            return template.count == segments.count
-                && zip(template, segments).allSatisfy { $0.first == "{" || $0 == $1 }
+        return templates.first { template in
+            template.segments.count == segments.count
+                && zip(template.segments, segments).allSatisfy { $0 == nil || $0 == $1 }
         }?.methods
     }
 }

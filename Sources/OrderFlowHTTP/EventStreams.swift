@@ -57,7 +57,7 @@ final class EventStreams: Sendable {
         if replaying {
             // A cursor that reaches back beyond the window is refused before anything is held.
             if let first = try await engine.feedEvents(after: cursor, limit: 1).events.first,
-               first.at < Date().addingTimeInterval(-limits.replayWindow.seconds) {
+               first.at < Date().addingTimeInterval(-limits.replayWindow.inSeconds) {
                 throw CursorTooOld(window: limits.replayWindow)
             }
         }
@@ -255,13 +255,6 @@ struct TooManyStreams: Error {
 struct CursorTooOld: Error {
     var window: Duration
     var detail: String {
-        "this cursor reaches back more than \(Int(window.seconds / 3600)) hours, further than the feed replays; read the orders (GET /v1/orders, their history) and reconnect without Last-Event-ID or after"
-    }
-}
-
-extension Duration {
-    /// The duration in seconds, fractions included.
-    var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
+        "this cursor reaches back more than \(Int(window.inSeconds / 3600)) hours, further than the feed replays; read the orders (GET /v1/orders, their history) and reconnect without Last-Event-ID or after"
     }
 }

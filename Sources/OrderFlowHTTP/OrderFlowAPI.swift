@@ -253,7 +253,7 @@ struct OrderFlowAPI: APIProtocol {
             let scope = RequestScope.current
             let replaying = input.headers.lastEventID != nil || input.query.after != nil
             let body = try await events.stream(engine: engine, after: cursor, replaying: replaying, credential: scope?.actor ?? "-",
-                                               stillAuthorized: scope?.stillAuthorized ?? { @Sendable in true })
+                                               stillAuthorized: { [engine] in await scope?.credential?.stillStands(in: engine) ?? true })
             return .ok(.init(body: .textEventStream(body)))
         }
     }

@@ -102,7 +102,7 @@ public final class OrderFlowHTTPServer: Service, Sendable {
                                     }, boardCookie: BoardCookie(secure: configuration.publicURL?.lowercased().hasPrefix("https://") == true),
                                     bodyTimeout: configuration.requestBodyTimeout, logger: logger),
             server: .http1(configuration: HTTP1Channel.Configuration(
-                idleTimeout: .nanoseconds(Int64(configuration.idleTimeout.seconds * 1e9)),
+                idleTimeout: .nanoseconds(Int64(configuration.idleTimeout.inSeconds * 1e9)),
                 httpDecoderConfiguration: .init(maxHeaderFieldSize: configuration.maximumHeaderBytes,
                                                 maxHeaderListSize: configuration.maximumHeaderBytes,
                                                 maxHeaderFieldCount: configuration.maximumHeaderFields))),
@@ -157,10 +157,10 @@ public final class OrderFlowHTTPServer: Service, Sendable {
                      body: .init(byteBuffer: ByteBuffer(bytes: Contract.document)))
         }
         if let metrics {
-            let expected = Array(metrics.token.utf8)
+            let expected = Data(metrics.token.utf8)
             router.get("/metrics") { request, _ in
                 let given = request.headers[.authorization].flatMap(MerchantAuthentication<BasicRequestContext>.bearerCredential)
-                guard let given, Self.constantTimeEqual(Array(given.utf8), expected) else {
+                guard let given, OrderFlowEngine.constantTimeEqual(Data(given.utf8), expected) else {
                     return MerchantAuthentication<BasicRequestContext>.unauthorized(
                         "the metrics need the operator's metrics token: `Authorization: Bearer <token>` (`orderflow serve --metrics-token-file`)",
                         challenge: "Bearer", requestID: MerchantAuthentication<BasicRequestContext>.newRequestID())
@@ -182,14 +182,6 @@ public final class OrderFlowHTTPServer: Service, Sendable {
             try api.registerHandlers(on: router, configuration: configuration)
         }
         return router
-    }
-}
-
-extension OrderFlowHTTPServer {
-    /// Compares every byte whatever differs first: the time taken says nothing of the token.
-    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        guard a.count == b.count else { return false }
-        return zip(a, b).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
     }
 }
 
@@ -247,7 +239,7 @@ struct RequestBodyLimit<Context: RequestContext>: RouterMiddleware {
             } catch is BodyTimedOut {
                 var response = ProblemResponse.response(
                     status: .requestTimeout, code: "invalidInput",
-                    detail: "the request body did not arrive within \(Int(timeout.seconds)) seconds; send it at once", requestID: RequestScope.current?.requestID)
+                    detail: "the request body did not arrive within \(Int(timeout.inSeconds)) seconds; send it at once", requestID: RequestScope.current?.requestID)
                 response.headers[.connection] = "close"
                 return response
             }
@@ -258,21 +250,20 @@ struct RequestBodyLimit<Context: RequestContext>: RouterMiddleware {
     private struct BodyTimedOut: Error {}
 
     /// The request with its body read into memory, or an error when it is too large or late.
+    /// The deadline is looked at as each part arrives (no timer task per request, on the
+    /// advance's path): a body that trickles in is cut at the deadline, and one that stops
+    /// arriving is closed by the listener's idle timeout.
     private static func collected(_ request: Request, limit: Int, within timeout: Duration) async throws -> Request {
-        try await withThrowingTaskGroup(of: Request?.self) { group in
-            group.addTask {
-                var request = request
-                _ = try await request.collectBody(upTo: limit)
-                return request
-            }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                return nil
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next(), let request = first else { throw BodyTimedOut() }
-            return request
+        let deadline = ContinuousClock.now + timeout
+        var collected = ByteBuffer()
+        for try await part in request.body {
+            guard ContinuousClock.now < deadline else { throw BodyTimedOut() }
+            guard collected.readableBytes + part.readableBytes <= limit else { throw NIOTooManyBytesError(maxBytes: limit) }
+            collected.writeImmutableBuffer(part)
         }
+        var request = request
+        request.body = .init(buffer: collected)
+        return request
     }
 
     static func tooLarge(_ detail: String) -> Response {

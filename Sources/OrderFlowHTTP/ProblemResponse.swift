@@ -43,7 +43,7 @@ enum ProblemResponse {
         guard let error = OrderFlowError.translating(error) else { return nil }
         switch error.code {
         case .busy:
-            let seconds = error.retryAfter.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 } ?? 1
+            let seconds = error.retryAfter?.inSeconds ?? 1
             return min(10, max(1, Int(seconds.rounded(.up))))
         case .databaseUnavailable:
             return retryAfterSeconds

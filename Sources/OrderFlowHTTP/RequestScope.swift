@@ -20,9 +20,27 @@ struct RequestScope: Sendable {
     /// Who the history records as having made a change: the API key's public prefix, the board
     /// session (a digest of it) or the order's app; never anything the caller chose.
     var actor: String = "api"
-    /// Whether the request's credential still stands (the key not revoked, the board session
-    /// not ended): long requests (event streams) ask again as they go.
-    var stillAuthorized: (@Sendable () async -> Bool)? = nil
+    /// The merchant's credential the request bears, for long requests (event streams) that ask
+    /// again as they go whether it still stands; nil for an order's client secret.
+    var credential: Credential? = nil
+
+    enum Credential: Sendable {
+        case apiKey(String)
+        case boardSession(String)
+
+        /// Whether the key is not revoked, the session not ended. An unreachable database ends
+        /// nothing: the stream says so itself and resumes.
+        func stillStands(in engine: OrderFlowEngine) async -> Bool {
+            do {
+                switch self {
+                case .apiKey(let key): return try await engine.resolveAPIKey(key) != nil
+                case .boardSession(let secret): return try await engine.resolveBoardSession(secret) != nil
+                }
+            } catch {
+                return true
+            }
+        }
+    }
 
     @TaskLocal static var current: RequestScope?
 }
@@ -86,10 +104,7 @@ struct MerchantAuthentication<Context: RequestContext>: RouterMiddleware {
             }
             resolved(merchantID)
             let scope = RequestScope(merchantID: merchantID, requestID: requestID, actor: OrderFlowEngine.boardSessionActor(session),
-                                     stillAuthorized: { [engine] in
-                                         // An unreachable database ends no stream: the feed says so and resumes.
-                                         do { return try await engine.resolveBoardSession(session) != nil } catch { return true }
-                                     })
+                                     credential: .boardSession(session))
             response = try await RequestScope.$current.withValue(scope) {
                 try await next(request, context)
             }
@@ -110,10 +125,7 @@ struct MerchantAuthentication<Context: RequestContext>: RouterMiddleware {
                 } else {
                     scope = try await engine.resolveAPIKey(key).map {
                         RequestScope(merchantID: $0, requestID: requestID,
-                                     actor: "api-key:" + (OrderFlowEngine.apiKeyPrefix(of: key) ?? "?"),
-                                     stillAuthorized: { [engine] in
-                                         do { return try await engine.resolveAPIKey(key) != nil } catch { return true }
-                                     })
+                                     actor: "api-key:" + (OrderFlowEngine.apiKeyPrefix(of: key) ?? "?"), credential: .apiKey(key))
                     }
                 }
             } catch {

@@ -218,7 +218,7 @@ extension OrderFlowEngine {
     }
 
     /// Compares every byte whatever differs first: the time taken says nothing of the secret.
-    static func constantTimeEqual(_ a: Data, _ b: Data) -> Bool {
+    public static func constantTimeEqual(_ a: Data, _ b: Data) -> Bool {
         guard a.count == b.count else { return false }
         var difference: UInt8 = 0
         for (x, y) in zip(a, b) { difference |= x ^ y }

@@ -24,10 +24,7 @@ extension OrderFlowEngine {
                     OrderFlowError(.invalidConfiguration,
                         "\(what) is sealed under the master key with id \(sealedBy), and \(current.map { "the current key given has id \($0.id)" } ?? "no current key was given"); give the key it was sealed with (ORDERFLOW_SECRET_KEY_FILE); nothing changed")
                 }
-                let apps = try await connection.query(PostgresQuery("""
-                    SELECT merchant_id, team_id, key_id, encode(key_sealed, 'base64') AS sealed, master_key_id
-                    FROM merchant_apps ORDER BY merchant_id FOR UPDATE
-                    """))
+                let apps = try await MerchantStore.lockSealedAPNSKeys(connection)
                 for app in apps {
                     let merchantID: String = try app.decode("merchant_id")
                     let context = Self.keyContext(merchantID: merchantID, teamID: try app.decode("team_id"), keyID: try app.decode("key_id"))
@@ -36,16 +33,10 @@ extension OrderFlowEngine {
                           let sealed = Data(base64Encoded: try app.decode("sealed", as: String.self), options: .ignoreUnknownCharacters),
                           let pem = current.open(sealed, context: context)
                     else { throw refuse("merchant \(Self.shown(merchantID))'s APNs key", sealedBy: sealedBy) }
-                    try await connection.query(PostgresQuery("""
-                        UPDATE merchant_apps SET key_sealed = decode($2, 'base64'), master_key_id = $3, revision = revision + 1,
-                                                 updated_at = now()
-                        WHERE merchant_id = $1
-                        """, merchantID, try new.seal(pem, context: context).base64EncodedString(), new.id))
+                    try await MerchantStore.resealAPNSKey(connection, merchantID: merchantID,
+                                                          sealed: try new.seal(pem, context: context), masterKeyID: new.id)
                 }
-                let keys = try await connection.query(PostgresQuery("""
-                    SELECT merchant_id, version, encode(key, 'base64') AS plain, encode(key_sealed, 'base64') AS sealed, master_key_id
-                    FROM merchant_client_keys ORDER BY merchant_id, version FOR UPDATE
-                    """))
+                let keys = try await MerchantStore.lockClientKeys(connection)
                 for row in keys {
                     let merchantID: String = try row.decode("merchant_id")
                     let stored = try MerchantStore.clientKeyRow(row)
@@ -60,10 +51,8 @@ extension OrderFlowEngine {
                         else { throw refuse("merchant \(Self.shown(merchantID))'s client-secret key", sealedBy: sealedBy) }
                         key = opened
                     }
-                    try await connection.query(PostgresQuery("""
-                        UPDATE merchant_client_keys SET key = NULL, key_sealed = decode($3, 'base64'), master_key_id = $4
-                        WHERE merchant_id = $1 AND version = $2
-                        """, merchantID, stored.version, try new.seal(key, context: context).base64EncodedString(), new.id))
+                    try await MerchantStore.resealClientKey(connection, merchantID: merchantID, version: stored.version,
+                                                            sealed: try new.seal(key, context: context), masterKeyID: new.id)
                 }
                 return MasterKeyRotation(apnsKeys: apps.count, clientSecretKeys: keys.count)
             }

@@ -194,6 +194,39 @@ struct MerchantStore: Sendable {
             "DELETE FROM merchant_client_keys WHERE merchant_id = $1 AND version < $2", merchantID, version)).affectedRows
     }
 
+    // MARK: Master-key rotation (inside one transaction, on its connection)
+
+    /// Every merchant's sealed APNs key, locked until the transaction ends.
+    static func lockSealedAPNSKeys(_ connection: isolated PostgresConnection) async throws -> PostgresRows {
+        try await connection.query(PostgresQuery("""
+            SELECT merchant_id, team_id, key_id, encode(key_sealed, 'base64') AS sealed, master_key_id
+            FROM merchant_apps ORDER BY merchant_id FOR UPDATE
+            """))
+    }
+
+    static func resealAPNSKey(_ connection: isolated PostgresConnection, merchantID: String, sealed: Data, masterKeyID: String) async throws {
+        try await connection.query(PostgresQuery("""
+            UPDATE merchant_apps SET key_sealed = decode($2, 'base64'), master_key_id = $3, revision = revision + 1, updated_at = now()
+            WHERE merchant_id = $1
+            """, merchantID, sealed.base64EncodedString(), masterKeyID))
+    }
+
+    /// Every client-secret key version, locked until the transaction ends.
+    static func lockClientKeys(_ connection: isolated PostgresConnection) async throws -> PostgresRows {
+        try await connection.query(PostgresQuery("""
+            SELECT merchant_id, version, encode(key, 'base64') AS plain, encode(key_sealed, 'base64') AS sealed, master_key_id
+            FROM merchant_client_keys ORDER BY merchant_id, version FOR UPDATE
+            """))
+    }
+
+    static func resealClientKey(_ connection: isolated PostgresConnection, merchantID: String, version: Int, sealed: Data,
+                                masterKeyID: String) async throws {
+        try await connection.query(PostgresQuery("""
+            UPDATE merchant_client_keys SET key = NULL, key_sealed = decode($3, 'base64'), master_key_id = $4
+            WHERE merchant_id = $1 AND version = $2
+            """, merchantID, version, sealed.base64EncodedString(), masterKeyID))
+    }
+
     static func clientKeyRow(_ row: PostgresRow) throws -> ClientKeyRow {
         ClientKeyRow(
             version: try row.decode("version"),

@@ -147,7 +147,7 @@ public struct WorkerConfiguration: Sendable {
 
 extension Duration {
     /// The duration in seconds, as a `TimeInterval`.
-    var inSeconds: TimeInterval {
+    public var inSeconds: TimeInterval {
         let parts = components
         return TimeInterval(parts.seconds) + TimeInterval(parts.attoseconds) / 1e18
     }
