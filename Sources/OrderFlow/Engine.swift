@@ -31,8 +31,8 @@ public struct OrderFlowConfiguration: Sendable {
     /// and its share of the callers lately busy (half of them with 2 groups), so groups stay
     /// large. 0 writes every advance alone; 1 writes one group at a time.
     /// Default 2: with 8 callers a second group beside the first leaves fewer cores idle than
-    /// one group at a time, and 64 callers still gather into groups of ~25 (BENCHMARKS.md,
-    /// 2026-11-27).
+    /// one group at a time, and many callers still gather into large groups
+    /// (`orderflow-bench advance` shows both).
     public var commitGroups: Int = 2
     /// Whether the customer's app must register a device before a client secret may change it
     /// (``DeviceCredentialPolicy``). Default `.required`.
@@ -125,8 +125,8 @@ public final class OrderFlowEngine: Sendable {
     ///
     /// (`withTaskExecutorPreference(engine.preferredExecutor) { … }` does the same for the
     /// current task.) The code of such tasks between two calls runs on that one thread too:
-    /// keep long computations out of them. In `BENCHMARKS.md`, eight tasks advancing orders
-    /// reach about 12 % more advances per second with the preference than without.
+    /// keep long computations out of them. Tasks advancing orders with the preference skip a
+    /// hop between threads per call (`orderflow-bench advance` compares both).
     public var preferredExecutor: any TaskExecutor { PostgresConnection.socketExecutor }
 
     public init(configuration: OrderFlowConfiguration, logger: Logger = Logger(label: "orderflow")) {

@@ -11,7 +11,7 @@ import WorkflowKit
 ///
 /// Why by hand: on this route the generated server's Foundation `JSONDecoder` and `JSONEncoder`
 /// and the runtime's conversions around them cost the server more CPU than the engine's own
-/// work for the advance (`orderflow-bench http`, BENCHMARKS.md, #15). Here the body is read by
+/// work for the advance (`orderflow-bench http` shows it). Here the body is read by
 /// the engine's JSON parser and the answer written from `JSONValue`s, the same members the
 /// contract's `AdvanceResult` has (a test compares both answers for the same advances).
 ///

@@ -139,7 +139,7 @@ struct AdvanceBenchmark: AsyncParsableCommand {
             print(side.label.padding(toLength: 40, withPad: " ", startingAt: 0)
                   + String(format: "%8.0f transitions/s  (mean of %d turns)", mean(side), rounds))
         }
-        // Issue #17's goals: callers should not need to know about the preferred executor to be fast.
+        // The goals: callers should not need to know about the preferred executor to be fast.
         for (side, target) in [(Side.preferredExecutor, 0.9), (.pool, 0.85)] {
             let byRound = zip(rates[side]!, rates[.raw]!).map { String(format: "%.2f", $0 / $1) }.joined(separator: " / ")
             print(("ratio " + side.label + "/raw").padding(toLength: 52, withPad: " ", startingAt: 0)

@@ -47,7 +47,7 @@ struct CPUUse {
         return elapsed.asSeconds
     }
 
-    /// "this process 72 µs, everything else 180 µs per transition; cores idle 31 %" for the
+    /// "this process N µs, everything else M µs per transition; cores idle P %" for the
     /// stretch from `start` to self, at `rate` transitions per second. Everything else is the
     /// whole machine's: only meaningful on a machine with nothing else running.
     func summary(since start: CPUUse, rate: Double, otherName: String = "the server") -> String {

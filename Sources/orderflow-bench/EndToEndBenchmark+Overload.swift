@@ -16,8 +16,8 @@ import Synchronization
 ///
 /// Each counted phase starts vacuumed, analyzed and from a checkpoint (`settle`), as the turns of
 /// `advance` and `http` do: none inherits the dead rows and dirty pages of the phase before it,
-/// or the autovacuum they set off (a run that started right after preparing its orders measured
-/// C at 1,033 advances/s with the worker falling behind, the next one 2,247).
+/// or the autovacuum they set off (a run started right after preparing its orders measures a
+/// capacity of about half, with the worker falling behind).
 ///
 /// Orders come from a shared supply: an advance takes an order not in flight, and gives it
 /// back with its next step (or the same step, when refused), ready a second later; an order

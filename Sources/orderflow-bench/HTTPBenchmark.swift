@@ -73,8 +73,8 @@ struct HTTPBenchmark: AsyncParsableCommand {
         var logger = Logger(label: "orderflow.bench")
         logger.logLevel = .warning
         // Enough orders that no turn walks one past its final state (4 steps each, at up to
-        // 20,000 advances/s: since advances wait for their group holding no connection, the
-        // library side does ~14,000 /s here and ran out of 8,000 /s worth, ending early).
+        // 20,000 advances/s: advances wait for their group holding no connection, so the
+        // library side runs far faster than the HTTP side and would otherwise run out early).
         let ordersPerTurn = max(2_000, seconds * 20_000 / 4)
         // Both engines remember the orders they created, as a backend's would: each side's
         // orders are created through that side (the library's by the library, the HTTP turns'
@@ -116,8 +116,8 @@ struct HTTPBenchmark: AsyncParsableCommand {
         var rates: [Side: [Double]] = [:]
         // Every turn, and the fixed-rate phase, starts vacuumed, analyzed and from a checkpoint
         // (as in `advance`): none inherits the dead rows, dirty pages or autovacuum of the turns
-        // before it (without this the fixed-rate phase's p99 depended on how much the turns had
-        // written: 28–43 ms after a faster server's turns, 3–4 ms after one round).
+        // before it (without this the fixed-rate phase's p99 depended on how much the turns
+        // before it had written).
         for round in 0..<rounds {
             // Each side's turn moves one place later every round: none always runs first.
             let sides = [Side.library, .http, .minimal]

@@ -33,9 +33,9 @@ func runOpenLoop(
         }
         guard index < count else { break }
         // Wake-ups at least a millisecond apart on the schedule (not after the last, late, wake):
-        // a timer for each call (one every 140 µs at 7,000 calls/s) cost this process 35–55 µs of
-        // CPU per committed call, CPU the engine under test shares. At 1,000 calls/s or fewer
-        // every call still has its own wake-up.
+        // at thousands of calls a second a timer for each call costs this process CPU per call
+        // that the engine under test shares. At 1,000 calls/s or fewer every call still has
+        // its own wake-up.
         wake = max(due(index), wake + .milliseconds(1))
         try? await clock.sleep(until: wake)
     }

@@ -2,8 +2,8 @@ import PGKit
 
 /// The database's execution time per statement over a stretch of a benchmark, from
 /// `pg_stat_statements`: two readings of this database's entries, and their difference. It
-/// shows where the server's time goes (the worker's record once took 3–6 ms a call and most of
-/// a core, which neither latency nor commit counts revealed). Planning and commit (WAL flush)
+/// shows where the server's time goes, which neither latency nor commit counts reveal (a
+/// statement whose plan turned into a scan shows here first). Planning and commit (WAL flush)
 /// are not in it: `total_exec_time` is the executor's time, waits for row locks included.
 struct StatementTime {
     struct Entry {
