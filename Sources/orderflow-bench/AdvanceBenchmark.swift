@@ -156,7 +156,7 @@ struct AdvanceBenchmark: AsyncParsableCommand {
 
     /// The server's WAL flushes (`pg_stat_wal`), read before and after a turn: both sides of
     /// the benchmark wait for them, so transitions per flush is what a commit group must raise
-    /// (8 callers: pgbench about 3.1 a flush; groups of 3 gave 2.85, groups of 4 about 4).
+    /// (pgbench's own transactions per flush is the figure to beat).
     private struct WALFlushes {
         var flushes: Double
         var bytes: Double
