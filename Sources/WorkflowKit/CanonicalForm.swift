@@ -92,7 +92,8 @@ extension Workflow {
                 "on-time-limit": .string(lifecycle.onTimeLimit.rawValue),
             ],
         ]
-        // Per-device workflows keep the form (and checksum) they had before audiences existed.
+        // Per-device workflows leave the audience keys out, so that the form (and checksum) of
+        // workflows stored without those keys stays the same.
         if case .broadcast(let storage) = lifecycle.audience, case .object(var object) = document,
            case .object(var lifecycleObject)? = object["lifecycle"]
         {

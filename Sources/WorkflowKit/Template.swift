@@ -26,7 +26,7 @@ public struct Template: Sendable, Hashable, CustomStringConvertible {
 
     init(_ source: String) throws(ParseError) {
         // No longer template fits in an APNs payload, and swift-mustache takes time quadratic in
-        // the number of tags to compile one (a 1 MB template of tags: minutes).
+        // the number of tags to compile one: a huge template of tags would stall loading.
         let length = source.utf8.count
         guard length <= APNSLimits.maximumPayloadSize else {
             throw ParseError(message: "the template is \(length) bytes long, more than the \(APNSLimits.maximumPayloadSize) bytes a whole APNs payload may have; shorten it")
