@@ -1,6 +1,6 @@
+import APNSCore
 import Foundation
 import Testing
-import WorkflowKit
 
 @Suite("JSONValue")
 struct JSONValueTests {

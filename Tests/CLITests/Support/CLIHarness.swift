@@ -1,4 +1,5 @@
 import Foundation
+import OrderFlowTesting
 import PostgresTesting
 import Testing
 
@@ -157,8 +158,8 @@ struct CLI: Sendable {
         if let found = candidates.first(where: { fileManager.isExecutableFile(atPath: $0.path) }) {
             return found
         }
-        // The checkout's build folders: <repo>/Tests/CLITests/CLIHarness.swift → <repo>.
-        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        // The checkout's build folders.
+        let repository = Fixtures.repository
         var built: [(URL, Date)] = []
         let folders = (try? fileManager.contentsOfDirectory(atPath: repository.path))?.filter { $0.hasPrefix(".build") } ?? []
         for folder in folders {
@@ -209,7 +210,7 @@ struct RunningCLI: @unchecked Sendable {
 
 /// Files of this checkout (the shipped workflows).
 enum Fixtures {
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let repository = EngineFixture.repositoryRoot
     static var foodOrder: String { repository.appendingPathComponent("workflows/food-order.yaml").path }
     static var ride: String { repository.appendingPathComponent("workflows/ride.yaml").path }
 
