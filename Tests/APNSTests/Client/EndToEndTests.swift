@@ -4,6 +4,7 @@ import Foundation
 import LocalAPNS
 import Logging
 import OrderFlowTesting
+import TestTags
 import Testing
 
 @Suite("Client against the local APNs over TLS and HTTP/2")
@@ -460,7 +461,7 @@ struct EndToEndTests {
 }
 
 /// Timing-sensitive: `scripts/test` runs suites named "Timing" on their own, after the rest.
-@Suite("Timing: APNs fault windows")
+@Suite("Timing: APNs fault windows", .tags(.timing))
 struct TimingFaultWindowTests {
     @Test("a fault window closes by itself")
     func faultWindow() async throws {

@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import OrderFlowTesting
+import TestTags
 import Testing
 
 /// The push transport's connection handling (APNSHTTP2Transport.swift): what AsyncHTTPClient
@@ -95,7 +96,7 @@ struct APNSTransportTests {
 }
 
 /// Timing-sensitive: `scripts/test` runs suites named "Timing" on their own, after the rest.
-@Suite("Timing: APNs transport deadlines and cancellation")
+@Suite("Timing: APNs transport deadlines and cancellation", .tags(.timing))
 struct TimingAPNSTransportTests {
     @Test("a request waiting for a stream past its deadline fails as a transport error")
     func deadlineWhileWaitingForStream() async throws {

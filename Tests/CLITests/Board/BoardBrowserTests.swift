@@ -3,6 +3,7 @@ import LocalAPNS
 import OrderFlow
 import OrderFlowTesting
 import PGKit
+import TestTags
 import Testing
 
 /// The counter board in a real browser: `orderflow serve --port 0` with its worker pushing to
@@ -15,7 +16,7 @@ import Testing
 /// `food-order` version whose `out_for_delivery` goes stale 8 s after it is entered (the
 /// preview shows the stale state). The script stops the server and starts it again on the same
 /// port (the page reconnects by itself), and signs out at the end.
-@Suite("Counter board in Chromium", .serialized)
+@Suite("Counter board in Chromium", .tags(.browser), .serialized)
 struct BoardBrowserTests {
     static let python = Fixtures.repository.appendingPathComponent(".build/python-tools/bin/python3")
     static let artifacts = Fixtures.repository.appendingPathComponent(".build/artifacts/board")

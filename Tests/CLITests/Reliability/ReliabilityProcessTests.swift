@@ -5,12 +5,13 @@ import OrderFlowTesting
 import PGKit
 import PostgresTesting
 import Synchronization
+import TestTags
 import Testing
 import WorkflowKit
 
 /// Real `orderflow` processes under faults: workers killed with SIGKILL at random moments of a
 /// sustained load and restarted; and two migrates, two workers and dozens of CLI users at once.
-@Suite("Reliability: processes", .serialized)
+@Suite("Reliability: processes", .tags(.reliability), .serialized)
 struct ReliabilityProcessTests {
 
     /// Seeded, so that a failing run can be repeated (`ORDERFLOW_RELIABILITY_SEED`).

@@ -7,6 +7,7 @@ import OrderFlow
 import OrderFlowTesting
 import PGKit
 import Synchronization
+import TestTags
 import Testing
 
 /// A soak: the system as deployed — clients calling `orderflow serve` over HTTP, a separate
@@ -20,7 +21,7 @@ import Testing
 /// every minute and plots the samples (RELIABILITY.md). Settings, from the environment:
 /// `ORDERFLOW_SOAK_SECONDS`, `ORDERFLOW_SOAK_KILL_EVERY` (seconds), `ORDERFLOW_SOAK_SAMPLES` (a
 /// CSV file to write the samples to).
-@Suite("Reliability: soak", .serialized)
+@Suite("Reliability: soak", .tags(.reliability), .serialized)
 struct ReliabilitySoakTests {
     static let clients = 8
     static let measureFor: Duration = .seconds(5)

@@ -2,10 +2,11 @@ import Foundation
 import OrderFlow
 import OrderFlowTesting
 import PGKit
+import TestTags
 import Testing
 
 /// Timing-sensitive (`scripts/test` runs "Timing" suites alone, after the rest).
-@Suite("Timing: a busy engine says busy")
+@Suite("Timing: a busy engine says busy", .tags(.timing))
 struct TimingBusyEngineTests {
     /// Every pooled connection in use and a queue the pool cannot serve before the caller's
     /// deadline: `advance` is refused at once, said as busy (not "unavailable"), with a

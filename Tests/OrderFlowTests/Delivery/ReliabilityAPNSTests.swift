@@ -6,6 +6,7 @@ import Logging
 @testable import OrderFlow
 import OrderFlowTesting
 import PGKit
+import TestTags
 import Testing
 
 /// The APNs endpoint misbehaving for a while under a steady load: answering 500, 503 or 429,
@@ -13,7 +14,7 @@ import Testing
 /// (no tight retry loop), deliver every order's final state once the endpoint is back, and
 /// dead-letter nothing that a bounded outage explains; a push that keeps failing becomes a
 /// dead letter after exactly `maximumAttempts` attempts.
-@Suite("Reliability: APNs endpoint faults", .serialized)
+@Suite("Reliability: APNs endpoint faults", .tags(.reliability), .serialized)
 struct ReliabilityAPNSTests {
     enum Fault: String, CaseIterable, CustomTestStringConvertible, Sendable {
         case internalServerError = "500 InternalServerError"

@@ -3,13 +3,14 @@ import Foundation
 import OrderFlowTesting
 import PGKit
 import PostgresTesting
+import TestTags
 import Testing
 
 /// The database server lost: a primary and its synchronous standby (`StandbyPair`), the primary
 /// killed with SIGKILL under load, the standby promoted. The engine, the worker's pool and its
 /// LISTEN connection are given both servers (`target_session_attrs=read-write`) and must find
 /// the new primary by themselves; nothing the engine acknowledged may be missing there.
-@Suite("Reliability: failover to a synchronous standby", .serialized)
+@Suite("Reliability: failover to a synchronous standby", .tags(.reliability), .serialized)
 struct ReliabilityFailoverTests {
     static let clients = 8
     static let ordersPerClient = 5

@@ -9,6 +9,7 @@ import Metrics
 import OrderFlowTesting
 import PGKit
 import Synchronization
+import TestTags
 import Testing
 
 /// PostgreSQL restarted (fast shutdown) in the middle of a load: while it is down the engine
@@ -18,7 +19,7 @@ import Testing
 ///
 /// The server is a private cluster of this test (`LocalPostgres`), so that stopping it disturbs
 /// no other test.
-@Suite("Reliability: PostgreSQL restart", .serialized)
+@Suite("Reliability: PostgreSQL restart", .tags(.reliability), .serialized)
 struct ReliabilityPostgresTests {
     static let clients = 8
     static let ordersPerClient = 5

@@ -3,12 +3,13 @@ import Foundation
 @testable import OrderFlow
 import OrderFlowTesting
 import PGKit
+import TestTags
 import Testing
 import WorkflowKit
 
 /// The worker's latency and pacing, measured against a real PostgreSQL and the local APNs
 /// stand-in. Timing-sensitive: `scripts/test` runs suites named "Timing" after the rest.
-@Suite("Timing: worker latency and pacing", .serialized)
+@Suite("Timing: worker latency and pacing", .tags(.timing), .serialized)
 struct TimingWorkerTests {
     @Test func tenTransitionsWithinASecondBecomeOnePush() async throws {
         let h = try await WorkerHarness.make()

@@ -2,6 +2,7 @@ import Foundation
 import PGKit
 import PostgresTesting
 import Synchronization
+import TestTags
 import Testing
 
 @Suite("PostgreSQL connections, pool and errors")
@@ -333,7 +334,7 @@ final class Ticker: Sendable {
 
 /// Timing-sensitive: `scripts/test` runs suites named "Timing" on their own, after the rest,
 /// so that other tests do not compete for the two cores while it measures.
-@Suite("Timing: PostgreSQL pool")
+@Suite("Timing: PostgreSQL pool", .tags(.timing))
 struct TimingPoolTests {
     /// The 200 ms timeout is a timer on the concurrency pool; under the full parallel run the
     /// pool's two threads also parse every test's results, and the timer came late (after the

@@ -2,12 +2,13 @@ import Foundation
 import LocalPostgres
 import PGKit
 import PostgresTesting
+import TestTags
 import Testing
 
 /// Connection strings naming several servers (libpq's multi-host form), as given to an
 /// application whose PostgreSQL has a standby: the first server that accepts is kept, one that
 /// refuses or answers nothing is passed over, and nobody waits past the pool's acquire timeout.
-@Suite("PostgreSQL: several servers in one connection string (timed: runs alone)")
+@Suite("PostgreSQL: several servers in one connection string (timed: runs alone)", .tags(.timing))
 struct TimingMultiHostTests {
     @Test func parsesEveryServer() throws {
         let url = try PostgresConfiguration("postgresql://app@db1:5432,db2:5433/orders?target_session_attrs=read-write")

@@ -2,6 +2,7 @@ import Foundation
 import LocalPostgres
 import PGKit
 import PostgresTesting
+import TestTags
 import Testing
 
 @Suite("LISTEN/NOTIFY and server restarts")
@@ -162,7 +163,7 @@ struct ListenerAndRestartTests {
 
 /// Measures time and counts threads: in a full run these run alone (`scripts/test` runs the
 /// "Timing" suites after the rest).
-@Suite("LISTEN: prompt stop, no thread of its own")
+@Suite("LISTEN: prompt stop, no thread of its own", .tags(.timing))
 struct TimingListenerTests {
     /// Stop ends whatever the listener waits for at once — notifications, the backoff between
     /// connection attempts, a server that does not answer — instead of noticing a flag on its
