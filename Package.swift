@@ -144,7 +144,7 @@ let package = Package(
         ),
         .target(
             name: "PostgresTesting",
-            dependencies: ["PGKit", "LocalPostgres"]
+            dependencies: ["PGKit", "LocalPostgres", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "LocalAPNS",

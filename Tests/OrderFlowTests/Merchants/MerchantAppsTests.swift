@@ -8,6 +8,7 @@ import NIOPosix
 @testable import OrderFlow
 import OrderFlowTesting
 import PGKit
+import PostgresTesting
 import Prometheus
 import Testing
 

@@ -8,6 +8,7 @@ import NIOPosix
 @testable import OrderFlow
 import OrderFlowTesting
 import PGKit
+import PostgresTesting
 import ServiceLifecycle
 import Synchronization
 import Testing
@@ -218,43 +219,6 @@ final class RunningWorker: Sendable {
     func crash() async {
         task.cancel()
         _ = try? await task.value
-    }
-}
-
-/// Keeps every log record of the worker, for assertions.
-final class LogRecorder: Sendable {
-    struct Record: Sendable {
-        var level: Logger.Level
-        var message: String
-        var metadata: [String: String]
-    }
-
-    private let storage = Mutex<[Record]>([])
-
-    var records: [Record] { storage.withLock { $0 } }
-
-    func logger(label: String) -> Logger {
-        Logger(label: label, factory: { _ in RecordingLogHandler(recorder: self) })
-    }
-
-    fileprivate func append(_ record: Record) {
-        storage.withLock { $0.append(record) }
-    }
-}
-
-private struct RecordingLogHandler: LogHandler {
-    let recorder: LogRecorder
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        let merged = metadata.merging(event.metadata ?? [:]) { $1 }
-        recorder.append(.init(level: event.level, message: event.message.description, metadata: merged.mapValues { "\($0)" }))
     }
 }
 

@@ -251,7 +251,7 @@ struct WorkerIntegrationTests {
             """)).single().decode("n", as: Int.self)
         #expect(duplicates == 0)
         for record in h.logs.records where record.message == "push sent" {
-            if let worker = record.metadata["orderflow.worker"] { senders.insert(worker) }
+            if let worker = record.metadata["orderflow.worker"] { senders.insert(worker.description) }
         }
         #expect(senders.count >= 2, "the work was shared: \(senders)")
         await h.shutdown()

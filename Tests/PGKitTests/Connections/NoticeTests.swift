@@ -12,8 +12,8 @@ struct NoticeTests {
     @Test("RAISE NOTICE and WARNING reach the logger (debug, info), not stderr")
     func noticesGoToTheLogger() async throws {
         let configuration = try TestDatabase.serverConfiguration()
-        let records = RecordedLogs()
-        var logger = Logger(label: "test.notices") { _ in RecordingLogHandler(records: records) }
+        let logs = LogRecorder()
+        var logger = logs.logger(label: "test.notices")
         logger.logLevel = .debug
         let stderr = try CapturedStandardError()
         try await PostgresConnection.withConnection(configuration, logger: logger) { connection in
@@ -25,8 +25,8 @@ struct NoticeTests {
                 """))
         }
         let written = try stderr.finish()
-        let notices = records.all.filter { $0.message == "postgres notice" }
-        #expect(notices.count == 2, "\(records.all)")
+        let notices = logs.records.filter { $0.message == "postgres notice" }
+        #expect(notices.count == 2, "\(logs.records)")
         #expect(notices.first?.level == .debug)
         #expect(notices.first?.metadata["postgres.message"]?.description == "notice-from-the-server \u{1B}[2J")
         #expect(notices.first?.metadata["postgres.target"]?.description == configuration.target.hostAndPort)
@@ -47,8 +47,8 @@ struct NoticeTests {
         }
         let target = configuration.target
         let noisy = try PostgresConfiguration("postgresql://orderflow_noisy_login@\(target.hostAndPort)/\(target.database)")
-        let records = RecordedLogs()
-        var logger = Logger(label: "test.notices") { _ in RecordingLogHandler(records: records) }
+        let logs = LogRecorder()
+        var logger = logs.logger(label: "test.notices")
         logger.logLevel = .debug
         let stderr = try CapturedStandardError()
         try await PostgresConnection.withConnection(noisy, logger: logger) { connection in
@@ -58,8 +58,8 @@ struct NoticeTests {
         try await PostgresConnection.withConnection(configuration) { admin in
             try await admin.query(PostgresQuery("DROP ROLE IF EXISTS orderflow_noisy_login"))
         }
-        let warnings = records.all.filter { $0.message == "postgres notice" }
-        #expect(warnings.contains { $0.metadata["postgres.message"]?.description.contains("orderflow_login_probe") == true }, "\(records.all)")
+        let warnings = logs.records.filter { $0.message == "postgres notice" }
+        #expect(warnings.contains { $0.metadata["postgres.message"]?.description.contains("orderflow_login_probe") == true }, "\(logs.records)")
         #expect(!written.contains("orderflow_login_probe"), "stderr got the login's warning: \(written)")
     }
 
@@ -87,35 +87,6 @@ struct NoticeTests {
             #expect(error.message.hasPrefix("lost the connection to PostgreSQL at \(configuration.target.hostAndPort): "), "\(error)")
         }
         await victim.close()
-    }
-}
-
-/// Log records, shared by the handlers a logger copies.
-final class RecordedLogs: Sendable {
-    struct Record: Sendable {
-        var level: Logger.Level
-        var message: String
-        var metadata: Logger.Metadata
-    }
-
-    private let records = Mutex<[Record]>([])
-    var all: [Record] { records.withLock { $0 } }
-    func append(_ record: Record) { records.withLock { $0.append(record) } }
-}
-
-struct RecordingLogHandler: LogHandler {
-    let records: RecordedLogs
-    var logLevel: Logger.Level = .trace
-    var metadata: Logger.Metadata = [:]
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        records.append(.init(level: event.level, message: event.message.description,
-                             metadata: metadata.merging(event.metadata ?? [:]) { _, new in new }))
     }
 }
 
