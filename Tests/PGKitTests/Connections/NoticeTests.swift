@@ -7,7 +7,10 @@ import Testing
 
 /// libpq prints a server's notices on stderr unless told otherwise: PGKit sends them to the
 /// connection's logger instead, and a cut connection says so in one shape.
-@Suite("Notices and lost connections")
+///
+/// One test at a time: two take over standard error, and two takeovers overlapping would leave
+/// it pointing at the first one's file, and the runner's report lost there.
+@Suite("Notices and lost connections", .serialized)
 struct NoticeTests {
     @Test("RAISE NOTICE and WARNING reach the logger (debug, info), not stderr")
     func noticesGoToTheLogger() async throws {
