@@ -13,7 +13,8 @@ import PackageDescription
 //   ConsoleOutput (text for people) · OrderFlowDemo (the demo, on the public API)
 //   → orderflow (the CLI: arguments in, library calls out; no SQL, no libpq)
 // Never on a production path: LocalAPNS (an APNs stand-in), LocalPostgres (the embedded
-// default, used by the CLI to start it), PostgresTesting and OrderFlowTesting (fixtures).
+// default, used by the CLI to start it), PostgresTesting and OrderFlowTesting (fixtures),
+// TestTags (the Swift Testing tags of the groups scripts/test runs apart).
 let package = Package(
     name: "OrderFlow",
     platforms: [.macOS(.v15)],
@@ -143,7 +144,7 @@ let package = Package(
         ),
         .target(
             name: "PostgresTesting",
-            dependencies: ["PGKit", "LocalPostgres"]
+            dependencies: ["PGKit", "LocalPostgres", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "LocalAPNS",
@@ -173,6 +174,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .target(name: "TestTags"),
         .target(
             name: "ConsoleOutput",
             dependencies: ["APNSCore", .product(name: "Logging", package: "swift-log")]
@@ -226,11 +228,11 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
-        .testTarget(name: "PGKitTests", dependencies: ["PGKit", "PostgresTesting", "LocalPostgres", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "PGKitTests", dependencies: ["PGKit", "PostgresTesting", "LocalPostgres", "TestTags", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "WorkflowKitTests", dependencies: ["WorkflowKit"]),
         .testTarget(name: "TimestampsTests", dependencies: ["Timestamps"]),
         .testTarget(name: "APNSTests", dependencies: [
-            "APNS", "LocalAPNS", "OrderFlowTesting",
+            "APNS", "APNSCore", "LocalAPNS", "OrderFlowTesting", "TestTags",
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "Crypto", package: "swift-crypto"),
@@ -239,7 +241,7 @@ let package = Package(
         .testTarget(
             name: "OrderFlowTests",
             dependencies: [
-                "OrderFlow", "OrderFlowTesting", "LocalAPNS", "PGKit", "LocalPostgres", "APNS", "PostgresTesting", "WorkflowKit",
+                "OrderFlow", "OrderFlowTesting", "LocalAPNS", "PGKit", "LocalPostgres", "APNS", "PostgresTesting", "WorkflowKit", "TestTags",
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -254,7 +256,7 @@ let package = Package(
         .testTarget(
             name: "CLITests",
             dependencies: [
-                "OrderFlowTesting", "LocalAPNS", "OrderFlow", "PGKit", "PostgresTesting", "WorkflowKit",
+                "OrderFlowTesting", "LocalAPNS", "OrderFlow", "PGKit", "PostgresTesting", "WorkflowKit", "APNS", "TestTags",
                 .product(name: "Crypto", package: "swift-crypto"),
                 // The soak's clients call `orderflow serve` over HTTP.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

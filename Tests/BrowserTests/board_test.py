@@ -1,7 +1,7 @@
 """The counter board in headless Chromium (Debian's), driven by Playwright, against a live
 `orderflow serve` whose worker pushes to the local APNs stand-in. Run by BoardBrowserTests
-(Tests/CLITests/BoardBrowserTests.swift), which starts the server and the stand-in, creates the
-orders and passes, in the environment:
+(Tests/CLITests/Board/BoardBrowserTests.swift), which starts the server and the stand-in,
+creates the orders and passes, in the environment:
 
   BOARD_ORIGIN      http://127.0.0.1:PORT
   BOARD_LINK        the one-time sign-in link `orderflow serve` printed
