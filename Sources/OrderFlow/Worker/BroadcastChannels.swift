@@ -2,17 +2,6 @@ import APNS
 import Foundation
 import WorkflowKit
 
-/// What the worker needs of a sender for `audience: broadcast` orders: broadcasts and the
-/// channel management API. `APNSClient` has them; a sender without them cannot serve broadcast
-/// orders (their channels fail, said so).
-public protocol BroadcastSender: Sendable {
-    func broadcast(_ request: APNSBroadcastRequest) async throws -> APNSBroadcastResult
-    func createChannel(bundleID: String, storagePolicy: APNSMessageStoragePolicy) async throws -> String
-    func deleteChannel(bundleID: String, id: String) async throws
-}
-
-extension APNSClient: BroadcastSender {}
-
 /// An `order_channels` row as the worker read it.
 struct OutboxChannel: Sendable, Hashable, Codable {
     var state: BroadcastChannelInfo.State
