@@ -7,9 +7,9 @@ import Synchronization
 /// A ``ring()`` is answered by one claim: it wakes the loop that has waited longest, or, when
 /// every loop is busy, it stays pending and the next loop to wait returns at once and claims
 /// again (a commit made while a loop claimed is not lost). Waking every idle loop for every
-/// ring, as before, made all but one of them claim nothing; and a busy loop that re-claimed
-/// after any ring while it worked, answered by another loop or not, kept every loop claiming
-/// back to back. At 1,000 commits a second most claims were empty round trips taking the
+/// ring would make all but one of them claim nothing; and a busy loop that re-claimed after any
+/// ring while it worked, answered by another loop or not, would keep every loop claiming back
+/// to back: under a steady stream of commits most claims would be empty round trips taking the
 /// database's time from the commits and the pushes. A loop whose claim came back full rings
 /// again, so a backlog still brings in every loop.
 final class WorkerDoorbell: Sendable {
