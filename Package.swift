@@ -121,6 +121,7 @@ let package = Package(
             name: "OrderFlowHTTP",
             dependencies: [
                 "OrderFlow",
+                "PGKit",
                 "WorkflowKit",
                 "Timestamps",
                 "APNSCore",
