@@ -19,7 +19,7 @@ extension OrderFlowEngine {
             try Self.validateIdentifier(request.idempotencyKey, what: "idempotency key")
             try Self.validateIdentifier(request.actor, what: "actor")
             if let pinned = request.workflowVersion, pinned < 1 {
-                throw OrderFlowError(.invalidInput, "workflow version \(pinned) does not exist; versions count from 1 (see `orderflow workflow list`)")
+                throw OrderFlowError(.invalidInput, "workflow version \(pinned) does not exist; versions count from 1", remedy: .listWorkflowVersions)
             }
             let (version, workflow): (Int, Workflow)
             if let pinned = request.workflowVersion {
@@ -250,7 +250,7 @@ extension OrderFlowEngine {
                     "the expected state \"\(Self.shown(expectedState))\" is not a state of workflow \(workflow.name); states: \(workflow.states.map(\.name).joined(separator: ", "))",
                     currentState: state, candidates: workflow.states.map(\.name))
             }
-            throw OrderFlowError(.conflict, "order \(orderID) is in \(state), not in \(expectedState) as expected", currentState: state)
+            throw OrderFlowError(.conflict, "order \(orderID) is in \(state), not in \(expectedState) as expected", orderID: orderID, currentState: state)
         }
         let transition: TransitionSpec
         do throws(TransitionResolutionError) {
@@ -367,34 +367,34 @@ extension OrderFlowEngine {
         return OrderFlowError(
             .conflict,
             "order \(orderID) changed while moving it to \(target): it is now in \(now.state) (it was in \(assumedState)); check the order and try again if still wanted",
-            currentState: now.state)
+            orderID: orderID, currentState: now.state)
     }
 
     static func orderNotFound(_ orderID: String) -> OrderFlowError {
-        OrderFlowError(.notFound, "order \(shown(orderID)) does not exist; create it first, or check the id with `orderflow list`")
+        OrderFlowError(.notFound, "order \(shown(orderID)) does not exist", remedy: .createOrFindOrder, orderID: orderID)
     }
 
     static func translate(_ error: TransitionResolutionError, orderID: String, workflow: Workflow) -> OrderFlowError {
         switch error.code {
         case .ambiguous:
-            return OrderFlowError(.invalidInput, error.message, currentState: error.currentState, candidates: error.candidates)
+            return OrderFlowError(.invalidInput, error.message, orderID: orderID, currentState: error.currentState, candidates: error.candidates)
         case .finalState:
             return OrderFlowError(
                 .invalidTransition,
                 "order \(orderID) is \(error.currentState), a final state; nothing can follow it",
-                currentState: error.currentState, candidates: error.candidates)
+                orderID: orderID, currentState: error.currentState, candidates: error.candidates)
         case .notAllowed where !workflow.knows(error.target):
             let names = workflow.states.map(\.name) + Set(workflow.transitions.compactMap(\.event)).sorted()
             let hint = workflow.suggestion(for: error.target).map { " (did you mean `\($0)`?)" } ?? ""
             return OrderFlowError(
                 .notFound,
                 "workflow \(workflow.name) has no state or event \"\(shown(error.target))\"\(hint); states and events: \(names.joined(separator: ", "))",
-                currentState: error.currentState, candidates: error.candidates)
+                orderID: orderID, currentState: error.currentState, candidates: error.candidates)
         case .notAllowed:
-            return OrderFlowError(.invalidTransition, "order \(orderID): \(error.message)", currentState: error.currentState,
+            return OrderFlowError(.invalidTransition, "order \(orderID): \(error.message)", orderID: orderID, currentState: error.currentState,
                                   candidates: error.candidates)
         default:
-            return OrderFlowError(.notFound, error.message, currentState: error.currentState, candidates: error.candidates)
+            return OrderFlowError(.notFound, error.message, orderID: orderID, currentState: error.currentState, candidates: error.candidates)
         }
     }
 }

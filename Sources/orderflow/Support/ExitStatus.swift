@@ -88,7 +88,7 @@ public enum FailureReport {
     static func classify(_ error: any Error) -> (ExitStatus, String) {
         // The engine's own errors, and those of the layers below it in the engine's words.
         if let error = OrderFlowError.translating(error) {
-            return (status(for: error.code), error.message)
+            return (status(for: error.code), error.commandLineSentence)
         }
         switch error {
         case let error as CLIError:
