@@ -113,10 +113,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             resources: [.copy("Migrations")]
@@ -125,6 +122,7 @@ let package = Package(
             name: "OrderFlowHTTP",
             dependencies: [
                 "OrderFlow",
+                "PGKit",
                 "WorkflowKit",
                 "Timestamps",
                 "APNSCore",

@@ -19,7 +19,7 @@ extension OrderFlowEngine {
             try Self.validateIdentifier(request.idempotencyKey, what: "idempotency key")
             try Self.validateIdentifier(request.actor, what: "actor")
             if let pinned = request.workflowVersion, pinned < 1 {
-                throw OrderFlowError(.invalidInput, "workflow version \(pinned) does not exist; versions count from 1 (see `orderflow workflow list`)")
+                throw OrderFlowError(.invalidInput, "workflow version \(pinned) does not exist; versions count from 1", remedy: .listWorkflowVersions)
             }
             let (version, workflow): (Int, Workflow)
             if let pinned = request.workflowVersion {
@@ -250,7 +250,7 @@ extension OrderFlowEngine {
                     "the expected state \"\(Self.shown(expectedState))\" is not a state of workflow \(workflow.name); states: \(workflow.states.map(\.name).joined(separator: ", "))",
                     currentState: state, candidates: workflow.states.map(\.name))
             }
-            throw OrderFlowError(.conflict, "order \(orderID) is in \(state), not in \(expectedState) as expected", currentState: state)
+            throw OrderFlowError(.conflict, "order \(orderID) is in \(state), not in \(expectedState) as expected", orderID: orderID, currentState: state)
         }
         let transition: TransitionSpec
         do throws(TransitionResolutionError) {
@@ -313,48 +313,6 @@ extension OrderFlowEngine {
         return try await advance(orderID, to: "cancel", input: input, idempotencyKey: idempotencyKey, actor: actor)
     }
 
-    // MARK: Timers
-
-    /// Fires every workflow timer that is due ("after 45m in ready, go to cancelled"), exactly
-    /// once each: a timer's transition carries the idempotency key of the state visit it ends,
-    /// and expects the order still to be in that state. Timers whose time passed while no
-    /// process ran fire now. Returns how many transitions fired.
-    @discardableResult
-    public func fireDueTimers(now: Date = Date(), limit: Int = 500) async throws -> Int {
-        var fired = 0
-        for (name, version) in try await workflows.allVersions() {
-            let workflow = try await workflows.workflow(named: name, version: version)
-            for timer in workflow.timers {
-                guard case .transition(let target) = timer.action else { continue }
-                let dueBefore = now.addingTimeInterval(-TimeInterval(timer.after.seconds))
-                let due = try await orderStore.ordersDueForTimer(
-                    workflow: name, version: version, state: timer.state, dueBefore: dueBefore, limit: limit)
-                for (orderID, seq) in due {
-                    do {
-                        let result = try await advance(
-                            orderID, to: target, idempotencyKey: "timer:\(timer.state):\(seq)",
-                            expectedState: timer.state, actor: "timer")
-                        if !result.replayed { fired += 1 }
-                    } catch let error as OrderFlowError where error.code == .conflict || error.code == .invalidTransition {
-                        continue  // someone moved the order first: the timer no longer applies
-                    }
-                }
-            }
-        }
-        return fired
-    }
-
-    /// Fires due timers, as ``fireDueTimers(now:limit:)`` does, for every merchant of
-    /// `merchants` that has workflows. Returns how many transitions fired.
-    @discardableResult
-    public func fireDueTimers(for merchants: MerchantScope, now: Date = Date(), limit: Int = 500) async throws -> Int {
-        var fired = 0
-        for merchantID in try await workflows.merchantIDs(in: merchants) {
-            fired += try await forMerchant(merchantID).fireDueTimers(now: now, limit: limit)
-        }
-        return fired
-    }
-
     // MARK: Helpers
 
     func orderSnapshot(_ orderID: String, workflow: Workflow? = nil) async throws -> OrderSnapshot {
@@ -409,112 +367,34 @@ extension OrderFlowEngine {
         return OrderFlowError(
             .conflict,
             "order \(orderID) changed while moving it to \(target): it is now in \(now.state) (it was in \(assumedState)); check the order and try again if still wanted",
-            currentState: now.state)
+            orderID: orderID, currentState: now.state)
     }
 
     static func orderNotFound(_ orderID: String) -> OrderFlowError {
-        OrderFlowError(.notFound, "order \(shown(orderID)) does not exist; create it first, or check the id with `orderflow list`")
+        OrderFlowError(.notFound, "order \(shown(orderID)) does not exist", remedy: .createOrFindOrder, orderID: orderID)
     }
 
     static func translate(_ error: TransitionResolutionError, orderID: String, workflow: Workflow) -> OrderFlowError {
         switch error.code {
         case .ambiguous:
-            return OrderFlowError(.invalidInput, error.message, currentState: error.currentState, candidates: error.candidates)
+            return OrderFlowError(.invalidInput, error.message, orderID: orderID, currentState: error.currentState, candidates: error.candidates)
         case .finalState:
             return OrderFlowError(
                 .invalidTransition,
                 "order \(orderID) is \(error.currentState), a final state; nothing can follow it",
-                currentState: error.currentState, candidates: error.candidates)
+                orderID: orderID, currentState: error.currentState, candidates: error.candidates)
         case .notAllowed where !workflow.knows(error.target):
             let names = workflow.states.map(\.name) + Set(workflow.transitions.compactMap(\.event)).sorted()
             let hint = workflow.suggestion(for: error.target).map { " (did you mean `\($0)`?)" } ?? ""
             return OrderFlowError(
                 .notFound,
                 "workflow \(workflow.name) has no state or event \"\(shown(error.target))\"\(hint); states and events: \(names.joined(separator: ", "))",
-                currentState: error.currentState, candidates: error.candidates)
+                orderID: orderID, currentState: error.currentState, candidates: error.candidates)
         case .notAllowed:
-            return OrderFlowError(.invalidTransition, "order \(orderID): \(error.message)", currentState: error.currentState,
+            return OrderFlowError(.invalidTransition, "order \(orderID): \(error.message)", orderID: orderID, currentState: error.currentState,
                                   candidates: error.candidates)
         default:
-            return OrderFlowError(.notFound, error.message, currentState: error.currentState, candidates: error.candidates)
-        }
-    }
-}
-
-// MARK: - The engine's own transition rule, beside the workflow's
-
-extension OrderFlowEngine {
-    // MARK: Push-to-start size
-
-    /// A push-to-start sent to a device that follows the order later, in `state`, carries the
-    /// order's content plus its attributes and the start alert: refuse a transition whose push
-    /// would be over APNs' limit, before it is committed. The part besides the content is the
-    /// same for every state of an order (but for a stale date and a relevance score), so it is
-    /// measured once per order and the exact rendering is done only near the limit.
-    func checkPushToStartFits(
-        orderID: String, workflow: Workflow, state: String, known: inout OrderCache.Entry, content: PostgresJSONText, at time: Date
-    ) throws {
-        guard workflow.startsByPush, state != workflow.initialState, !workflow.isFinal(state) else { return }
-        do {
-            let overhead: Int
-            if let measured = known.startOverhead {
-                overhead = measured
-            } else {
-                overhead = try workflow.renderStart(in: state, attributes: known.attributes, input: [:], previous: [:], at: time)
-                    .bytesBesidesContent
-                known.startOverhead = overhead
-            }
-            // A stale date and a relevance score add at most this much in another state.
-            let stateKeys = 64
-            guard overhead + content.byteCount + stateKeys > APNSLimits.maximumPayloadSize else { return }
-            _ = try workflow.renderStart(in: state, attributes: known.attributes, input: [:], previous: content.value, at: time)
-        } catch let error as RenderError where error.code == .payloadTooLarge {
-            throw OrderFlowError(
-                .invalidInput,
-                "order \(Self.shown(orderID)) cannot go to \(state): a device that starts its Live Activity there would be sent a push-to-start over APNs' \(APNSLimits.maximumPayloadSize)-byte limit (the order's attributes, the start alert and this content together); shorten the text values given")
-        }
-    }
-}
-
-extension RenderedActivityStart {
-    /// The payload's bytes besides the content state: attributes, start alert, dates. Measured
-    /// at creation (or on an order's first keyless advance) and kept in the order cache.
-    var bytesBesidesContent: Int { apnsPayload().encodedSize - update.contentState.jsonByteCount }
-}
-
-/// A rendered ContentState with its JSON text, measured once.
-struct PostgresJSONText {
-    let value: JSONValue
-    let text: String
-    var byteCount: Int { text.utf8.count }
-
-    init(_ value: JSONValue) {
-        self.value = value
-        self.text = value.jsonString
-    }
-}
-
-extension Workflow {
-    /// Whether the server may start the activity by push: at creation, for a device that
-    /// follows later, or to restart it at the 8-hour limit.
-    var startsByPush: Bool {
-        lifecycle.start == .pushToStart || lifecycle.onTimeLimit == .restart
-    }
-}
-
-extension Audience {
-    /// A new broadcast order's channel: the worker creates it after the commit.
-    var pendingChannel: BroadcastChannelInfo? {
-        guard case .broadcast(let storage) = self else { return nil }
-        return BroadcastChannelInfo(id: nil, state: .pending, storage: storage, reason: nil)
-    }
-
-    /// `order_channels.storage_policy` (APNs' `message-storage-policy`); nil for per-device orders.
-    var storagePolicy: Int? {
-        switch self {
-        case .perDevice: nil
-        case .broadcast(.none): 0
-        case .broadcast(.latest): 1
+            return OrderFlowError(.notFound, error.message, orderID: orderID, currentState: error.currentState, candidates: error.candidates)
         }
     }
 }

@@ -60,9 +60,9 @@ extension OrderFlowEngine {
             case .requeued:
                 break
             case .notDeadLetter:
-                throw OrderFlowError(.notFound, "delivery \(id) is not a dead letter waiting for a retry (it went through, or was retried already); see `orderflow deliveries list --failed`")
+                throw OrderFlowError(.notFound, "delivery \(id) is not a dead letter waiting for a retry (it went through, or was retried already)", remedy: .listDeadLetters)
             case .notFound:
-                throw OrderFlowError(.notFound, "delivery \(id) does not exist; see `orderflow deliveries list --failed` for the ids of dead letters")
+                throw OrderFlowError(.notFound, "delivery \(id) does not exist", remedy: .findDeadLetterIDs)
             }
             wakeSignal.signal()
         }

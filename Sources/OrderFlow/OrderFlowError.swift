@@ -1,7 +1,10 @@
 import PGKit
 import WorkflowKit
 
-/// An error from the engine, said for a person: what went wrong and what to do.
+/// An error from the engine: a code, a sentence saying what went wrong, the facts behind it
+/// (the order, its state, the candidates) and, when there is one, a ``Remedy``. The engine
+/// names no command and no route: each door words the remedy its own way (the CLI names a
+/// command, HTTP a route), after ``message``.
 public struct OrderFlowError: Error, Sendable, CustomStringConvertible {
     public enum Code: String, Sendable, Hashable {
         /// The order, workflow, state or delivery does not exist.
@@ -30,8 +33,41 @@ public struct OrderFlowError: Error, Sendable, CustomStringConvertible {
         case unexpected
     }
 
+    /// What the caller can do about an error, for each door to word. Nil when the message
+    /// says it already (the caller's own value to correct) or there is nothing to do.
+    public enum Remedy: Sendable, Hashable {
+        /// An order that does not exist: create it first, or check the id among the orders.
+        case createOrFindOrder
+        /// A pinned workflow version that does not exist: see the workflows' versions.
+        case listWorkflowVersions
+        /// No workflow is stored yet: apply one.
+        case applyWorkflow
+        /// A merchant that does not exist, where listing the merchants helps.
+        case listMerchants
+        /// A merchant that exists already: the merchants' list shows it.
+        case findMerchant
+        /// A merchant that does not exist, where adding it is the next step.
+        case addMerchant(String)
+        /// An API key the merchant does not have: list its keys.
+        case listAPIKeys(merchantID: String)
+        /// A delivery that is no dead letter: list the dead letters.
+        case listDeadLetters
+        /// A delivery that does not exist: the dead letters' list has the ids.
+        case findDeadLetterIDs
+        /// The database has no (current) OrderFlow schema: migrate it.
+        case migrate
+        /// The same data changed at the same time: doing it again is safe.
+        case retry
+    }
+
     public var code: Code
+    /// What went wrong (and, where it is the caller's own value, how to correct it), in words
+    /// that fit every door; the door adds its wording of ``remedy``.
     public var message: String
+    /// What the caller can do, for the door to word; nil when ``message`` says it all.
+    public var remedy: Remedy?
+    /// The order the error is about, where there is one.
+    public var orderID: String?
     /// The order's state when the error was decided, where it matters.
     public var currentState: String?
     /// States, events or names the caller may have meant.
@@ -44,13 +80,17 @@ public struct OrderFlowError: Error, Sendable, CustomStringConvertible {
     /// written, the database is fine, and the same call may be retried shortly.
     public var isBusy = false
 
-    public init(_ code: Code, _ message: String, currentState: String? = nil, candidates: [String] = []) {
+    public init(_ code: Code, _ message: String, remedy: Remedy? = nil, orderID: String? = nil,
+                currentState: String? = nil, candidates: [String] = []) {
         self.code = code
         self.message = message
+        self.remedy = remedy
+        self.orderID = orderID
         self.currentState = currentState
         self.candidates = candidates
     }
 
+    /// The message alone: a library's caller words the remedy (``remedy``) for its own users.
     public var description: String { message }
 
     /// The engine's reading of an error from a layer below it (PostgreSQL, workflow values and
@@ -99,7 +139,7 @@ public struct OrderFlowError: Error, Sendable, CustomStringConvertible {
             return OrderFlowError(.invalidConfiguration, text)
         // 42P01 undefined_table, 3F000 invalid_schema_name: the schema was never migrated.
         case _ where error.sqlState == "42P01" || error.sqlState == "3F000":
-            return OrderFlowError(.databaseUnavailable, "the database has no OrderFlow schema: run `orderflow migrate` (or `Schema.migrate`)")
+            return OrderFlowError(.databaseUnavailable, "the database has no OrderFlow schema", remedy: .migrate)
         // The engine checks what callers give before writing; these are the database's own
         // refusals of a value, should one slip past: still the caller's input, not a crash.
         case _ where error.kind == .invalidParameter:
@@ -110,7 +150,7 @@ public struct OrderFlowError: Error, Sendable, CustomStringConvertible {
         case _ where error.sqlState == "54000":
             return OrderFlowError(.invalidInput, "a value given is too large to store; shorten it and try again")
         case _ where error.isSerializationFailure || error.isUniqueViolation:
-            return OrderFlowError(.conflict, "\(error.message); someone changed the same data at the same time, run the command again")
+            return OrderFlowError(.conflict, "\(error.message); someone changed the same data at the same time", remedy: .retry)
         default:
             return OrderFlowError(.unexpected, "database error: \(error.description)")
         }

@@ -178,7 +178,7 @@ final class EventStreams: Sendable {
                         page = try await engine.feedEvents(after: cursor, limit: EventStreams.pageSize)
                         unavailable = false
                     } catch {
-                        let sentence = OrderFlowError.translating(error)?.message ?? "the feed could not be read"
+                        let sentence = OrderFlowError.translating(error)?.httpSentence ?? "the feed could not be read"
                         let first = !unavailable
                         unavailable = true
                         try? await Task.sleep(for: .seconds(1))

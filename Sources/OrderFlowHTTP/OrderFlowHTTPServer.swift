@@ -9,7 +9,6 @@ import OpenAPIRuntime
 import OrderFlow
 import Prometheus
 import ServiceLifecycle
-import Synchronization
 
 /// Where and how the HTTP API listens.
 public struct OrderFlowHTTPConfiguration: Sendable {
@@ -25,7 +24,7 @@ public struct OrderFlowHTTPConfiguration: Sendable {
     /// included, when it is the one `MetricsSystem` was bootstrapped with), only to a request
     /// bearing ``metricsToken``: the metrics name every merchant and its traffic, which the
     /// internet must not read. Without both, this listener serves no `/metrics`; give the
-    /// registry its own listener on loopback instead (`MetricsEndpoint`).
+    /// registry its own listener on loopback instead (``MetricsListener``).
     public var metrics: PrometheusCollectorRegistry?
     /// The bearer token `GET /metrics` needs here (at least 16 characters).
     public var metricsToken: String?
@@ -68,8 +67,7 @@ public final class OrderFlowHTTPServer: Service, Sendable {
     let engine: OrderFlowEngine
     public let configuration: OrderFlowHTTPConfiguration
     let logger: Logger
-    private let port = Mutex<Int?>(nil)
-    private let started = AsyncStream<Int>.makeStream()
+    private let listener = Listening()
     private let events: EventStreams
 
     public init(engine: OrderFlowEngine, configuration: OrderFlowHTTPConfiguration = .init(), logger: Logger) {
@@ -80,7 +78,7 @@ public final class OrderFlowHTTPServer: Service, Sendable {
     }
 
     /// The port the server listens on, once it does.
-    public var boundPort: Int? { port.withLock { $0 } }
+    public var boundPort: Int? { listener.boundPort }
 
     /// The event streams a credential (`api-key:<prefix>`, `board:<digest>`) holds open now.
     public func openEventStreams(for credential: String) -> Int {
@@ -89,9 +87,7 @@ public final class OrderFlowHTTPServer: Service, Sendable {
 
     /// Waits until the server listens; its port.
     public func listening() async -> Int? {
-        if let port = boundPort { return port }
-        for await port in started.stream { return port }
-        return boundPort
+        await listener.wait()
     }
 
     public func run() async throws {
@@ -108,16 +104,11 @@ public final class OrderFlowHTTPServer: Service, Sendable {
                                                 maxHeaderFieldCount: configuration.maximumHeaderFields))),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "OrderFlow",
                                  availableConnectionsDelegate: MaximumAvailableConnections(configuration.maximumConnections)),
-            onServerRunning: { [self] channel in
-                let bound = channel.localAddress?.port
-                port.withLock { $0 = bound }
-                if let bound { started.continuation.yield(bound) }
-                started.continuation.finish()
-            },
+            onServerRunning: { [listener] channel in listener.bound(channel) },
             logger: logger)
         // Whatever ends the server (a port in use, an address that is not this machine's),
         // nobody must go on waiting for it to listen.
-        defer { started.continuation.finish() }
+        defer { listener.ended() }
         do {
             // The event streams never end by themselves: a graceful shutdown ends them, so that
             // the server's wait for requests in flight is not a wait for clients to hang up.
@@ -165,8 +156,7 @@ public final class OrderFlowHTTPServer: Service, Sendable {
                         "the metrics need the operator's metrics token: `Authorization: Bearer <token>` (`orderflow serve --metrics-token-file`)",
                         challenge: "Bearer", requestID: MerchantAuthentication<BasicRequestContext>.newRequestID())
                 }
-                return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                                body: .init(byteBuffer: ByteBuffer(bytes: metrics.registry.emitToBuffer())))
+                return MetricsText.response(metrics.registry)
             }
         }
         BoardRoutes(engine: engine, cookie: boardCookie).register(on: router)

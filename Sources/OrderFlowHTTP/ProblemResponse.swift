@@ -5,8 +5,8 @@ import OrderFlow
 import WorkflowKit
 
 /// Errors as problem details (RFC 9457, `application/problem+json`): the HTTP status that fits
-/// the engine's error code, the code itself, and the engine's sentence — what went wrong and
-/// what to do. Nothing else of an error (types, stacks, SQL) reaches the body.
+/// the engine's error code, the code itself, the engine's sentence with its remedy worded as
+/// a route (`httpSentence`), and its facts (current state, candidates). Nothing else of an error (types, stacks, SQL) reaches the body.
 enum ProblemResponse {
     struct Body: Encodable {
         var type = "about:blank"
@@ -83,7 +83,7 @@ enum ProblemResponse {
         }
         let status = status(for: error.code)
         return (status, Body(
-            title: status.reasonPhrase, status: status.code, detail: error.message, code: error.code.rawValue,
+            title: status.reasonPhrase, status: status.code, detail: error.httpSentence, code: error.code.rawValue,
             requestID: requestID, candidates: error.candidates.isEmpty ? nil : error.candidates,
             currentState: error.currentState))
     }

@@ -90,18 +90,17 @@ struct ServeCommand: AsyncParsableCommand {
             engine.masterKey = try MasterKeySetting.optional(context.environment)
             try await context.withEngine(engine, source: source) { engine in
                 let server = OrderFlowHTTPServer(engine: engine, configuration: configuration, logger: logger)
-                var services: [any Service] = []
-                if let endpoint = worker.metricsEndpoint {
-                    services.append(try await MetricsEndpoint(configuration: endpoint, registry: registry, logger: logger))
-                }
-                try await Self.serve(services + [server], server: server, warnings: warnings, logger: logger)
+                try await Self.serve(worker.metricsListener(registry: registry, logger: logger) + [server],
+                                     server: server, warnings: warnings, logger: logger)
             }
         } else {
+            // The worker's metrics go to the process's registry (`MetricsSystem`), shown with the rest.
             let host = try await worker.makeHost(context: context, logger: logger, deviceCredentials: deviceCredentials)
             configuration.workerStatus = { host.status }
             let server = OrderFlowHTTPServer(engine: host.engine, configuration: configuration, logger: logger)
             // Stopped in reverse order: the API drains its requests first, then the worker stops.
-            try await Self.serve([host, server], server: server, warnings: warnings, logger: logger)
+            try await Self.serve([host, server] + worker.metricsListener(registry: registry, logger: logger),
+                                 server: server, warnings: warnings, logger: logger)
         }
     }
 

@@ -4,6 +4,8 @@ import ConsoleOutput
 import Foundation
 import Logging
 import OrderFlow
+import OrderFlowHTTP
+import Prometheus
 import ServiceLifecycle
 
 /// `orderflow worker …`
@@ -53,8 +55,13 @@ struct WorkerCommand: AsyncParsableCommand {
         func run() async throws {
             let context = CommandContext.current()
             let logger = context.logger("orderflow.worker", defaultLevel: .info)
-            let host = try await self.host.makeHost(context: context, logger: logger)
-            let group = ServiceGroup(services: [host], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+            // The worker's metrics, on a listener of their own when asked for.
+            let registry = PrometheusCollectorRegistry()
+            let host = try await self.host.makeHost(
+                context: context, logger: logger,
+                metricsFactory: self.host.metricsListener == nil ? nil : PrometheusMetricsFactory(registry: registry))
+            let group = ServiceGroup(services: [host] + self.host.metricsListener(registry: registry, logger: logger),
+                                     gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
             try await group.run()
         }
     }

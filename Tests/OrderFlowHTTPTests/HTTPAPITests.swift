@@ -147,6 +147,9 @@ struct HTTPAPITests {
             #expect(cancelled.status == .ok && (cancelled.json["order"] as? [String: Any])?["is_final"] as? Bool == true, "\(cancelled.body)")
             let missing = try await call(client, .get, "/v1/orders/9999", headers: harness.headers())
             expectProblem(missing, .notFound, code: "notFound", containing: "9999")
+            // The engine's remedy in the HTTP door's words: a route, not a CLI command.
+            let detail = missing.json["detail"] as? String ?? ""
+            #expect(detail == "order 9999 does not exist; create it first (POST /v1/orders), or check the id with GET /v1/orders", "\(detail)")
         }
     }
 

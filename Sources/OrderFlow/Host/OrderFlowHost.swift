@@ -2,7 +2,6 @@ import APNS
 import Logging
 import Metrics
 import PGKit
-import Prometheus
 import ServiceLifecycle
 import Synchronization
 
@@ -30,8 +29,6 @@ public struct OrderFlowHostConfiguration: Sendable {
     /// it the worker still wakes for this process's commits at once, for others' by polling.
     /// Default true.
     public var listensForOtherProcesses: Bool
-    /// Serve Prometheus metrics on `GET /metrics`; nil serves none. Default nil.
-    public var metrics: MetricsEndpoint.Configuration?
     /// Connections of a pool of the worker's own, so that callers of the engine in this
     /// process and the worker never wait for each other's connections; nil shares the engine's
     /// pool. Default nil.
@@ -43,7 +40,6 @@ public struct OrderFlowHostConfiguration: Sendable {
         worker: WorkerConfiguration,
         timerInterval: Duration? = .seconds(1),
         listensForOtherProcesses: Bool = true,
-        metrics: MetricsEndpoint.Configuration? = nil,
         workerConnections: Int? = nil,
         masterKey: MasterKey? = nil,
         sharesProviderTokens: Bool = true
@@ -55,15 +51,15 @@ public struct OrderFlowHostConfiguration: Sendable {
         self.worker = worker
         self.timerInterval = timerInterval
         self.listensForOtherProcesses = listensForOtherProcesses
-        self.metrics = metrics
         self.workerConnections = workerConnections
     }
 }
 
 /// The running system in one `Service`: the engine's pool, the APNs client, the LISTEN
-/// connection, the timers, the worker and the metrics endpoint, started in that order and shut
-/// down in the reverse one — the worker finishes its pushes while the client and the pool are
-/// still there.
+/// connection, the timers and the worker, started in that order and shut down in the reverse
+/// one — the worker finishes its pushes while the client and the pool are still there. Its
+/// metrics go to the `metricsFactory` it is given; serving them is a door's business
+/// (OrderFlowHTTP's `MetricsListener`).
 ///
 /// ```swift
 /// let host = try OrderFlowHost(configuration: configuration, logger: logger)
@@ -77,8 +73,6 @@ public final class OrderFlowHost: Service, Sendable {
     public let configuration: OrderFlowHostConfiguration
     /// The engine whose pool the worker and the timers share.
     public let engine: OrderFlowEngine
-    /// The registry behind ``MetricsEndpoint`` (and the worker's metrics) when metrics are served.
-    public let metricsRegistry: PrometheusCollectorRegistry?
     private let sender: any PushSender
     /// Set when this host made the sender and so must close it.
     private let client: APNSClient?
@@ -88,7 +82,6 @@ public final class OrderFlowHost: Service, Sendable {
     private let workerPool: PostgresPool?
     private let metricsFactory: any MetricsFactory
     private let logger: Logger
-    private let metricsPort = Mutex<Int?>(nil)
 
     /// Checks the configuration and loads the APNs signing key; opens no connection yet.
     ///
@@ -97,8 +90,7 @@ public final class OrderFlowHost: Service, Sendable {
     ///   - logger: the host's records; parts add their own metadata (`orderflow.worker`, …).
     ///   - sender: sends the pushes instead of an `APNSClient` made from
     ///     ``OrderFlowHostConfiguration/apns`` (a stand-in for tests and benchmarks).
-    ///   - metricsFactory: where the worker's metrics go when no endpoint is configured; by
-    ///     default the process's `MetricsSystem`.
+    ///   - metricsFactory: where the worker's metrics go; by default the process's `MetricsSystem`.
     /// - Throws: `OrderFlowError.invalidInput` for an unusable merchant id; the APNs client's
     ///   `APNSCredentialsError` or `APNSConfigurationError` for an unusable key or endpoint.
     public init(
@@ -108,14 +100,7 @@ public final class OrderFlowHost: Service, Sendable {
         try configuration.engine.validate()
         self.configuration = configuration
         self.logger = logger
-        if configuration.metrics != nil {
-            let registry = PrometheusCollectorRegistry()
-            metricsRegistry = registry
-            self.metricsFactory = PrometheusMetricsFactory(registry: registry)
-        } else {
-            metricsRegistry = nil
-            self.metricsFactory = metricsFactory ?? MetricsSystem.factory
-        }
+        self.metricsFactory = metricsFactory ?? MetricsSystem.factory
         // The engine opens no connection until used.
         let engine = OrderFlowEngine(configuration: configuration.engine, logger: logger)
         self.engine = engine
@@ -149,9 +134,6 @@ public final class OrderFlowHost: Service, Sendable {
         }
     }
 
-    /// The metrics endpoint's port once it is bound (useful with port 0), else nil.
-    public var boundMetricsPort: Int? { metricsPort.withLock { $0 } }
-
     /// Where the host is: `starting` until ``run()`` starts its services, `running`, then
     /// `stopped` (or `failed` when a service failed). For health checks.
     public var status: String { runState.withLock { $0 } }
@@ -179,16 +161,6 @@ public final class OrderFlowHost: Service, Sendable {
         services.append(OrderFlowWorker(
             configuration: configuration.worker, pool: workerPool ?? engine.pool, sender: sender, wakeSignal: engine.wakeSignal,
             listener: listener, logger: logger, metricsFactory: metricsFactory, apps: apps))
-        if let metrics = configuration.metrics, let registry = metricsRegistry {
-            do {
-                let endpoint = try await MetricsEndpoint(configuration: metrics, registry: registry, logger: logger)
-                metricsPort.withLock { $0 = endpoint.port }
-                services.append(endpoint)
-            } catch {
-                await shutdown()
-                throw error
-            }
-        }
         // A group inside a service follows the outer group's graceful shutdown by itself.
         runState.withLock { $0 = "running" }
         do {

@@ -19,7 +19,7 @@ extension OrderFlowEngine {
             try Self.validateIdentifier(merchantID, what: "merchant id")
             try Self.validateName(name, what: "merchant name")
             guard try await merchantStore.addMerchant(id: merchantID, name: name) else {
-                throw OrderFlowError(.alreadyExists, "merchant \(Self.shown(merchantID)) exists already; `orderflow merchant list` shows it")
+                throw OrderFlowError(.alreadyExists, "merchant \(Self.shown(merchantID)) exists already", remedy: .findMerchant)
             }
             return try await merchants().first { $0.id == merchantID }!
         }
@@ -95,8 +95,20 @@ extension OrderFlowEngine {
         "orderflow merchant_apps \(merchantID) \(teamID) \(keyID)"
     }
 
+    /// Checks that a merchant exists: the configured default merchant, or one added since.
+    /// - Throws: `OrderFlowError.invalidInput` for an unusable id, `notFound` for an unknown one.
+    public func requireMerchant(_ merchantID: String) async throws {
+        try await translatingErrors {
+            try Self.validateIdentifier(merchantID, what: "merchant id")
+            guard merchantID != configuration.merchantID else { return }
+            guard try await merchantStore.merchantExists(merchantID) else {
+                throw OrderFlowError(.notFound, "merchant \(Self.shown(merchantID)) does not exist", remedy: .listMerchants)
+            }
+        }
+    }
+
     static func unknownMerchant(_ merchantID: String) -> OrderFlowError {
-        OrderFlowError(.notFound, "there is no merchant \(shown(merchantID)); add it with `orderflow merchant add \(shown(merchantID))`")
+        OrderFlowError(.notFound, "there is no merchant \(shown(merchantID))", remedy: .addMerchant(merchantID))
     }
 
     // MARK: API keys
@@ -153,7 +165,7 @@ extension OrderFlowEngine {
             defer { apiKeys.withLock { $0[prefix] = nil } }
             guard try await merchantStore.revokeAPIKey(merchantID: merchantID, prefix: prefix) else {
                 throw OrderFlowError(.notFound,
-                    "merchant \(Self.shown(merchantID)) has no live API key \(Self.shown(prefix)); `orderflow api-key list --merchant \(Self.shown(merchantID))` shows its keys")
+                    "merchant \(Self.shown(merchantID)) has no live API key \(Self.shown(prefix))", remedy: .listAPIKeys(merchantID: merchantID))
             }
         }
     }

@@ -119,7 +119,8 @@ public actor WorkflowCatalog {
             let what = version.map { "version \($0) of workflow \"\(name)\"" } ?? "workflow \"\(name)\""
             throw OrderFlowError(
                 .notFound,
-                "\(what) does not exist" + (known.isEmpty ? "; apply one with `orderflow workflow apply FILE`" : "; known workflows: \(known.joined(separator: ", "))"),
+                "\(what) does not exist" + (known.isEmpty ? "" : "; known workflows: \(known.joined(separator: ", "))"),
+                remedy: known.isEmpty ? .applyWorkflow : nil,
                 candidates: known)
         }
         let storedVersion: Int = try row.decode("version")

@@ -1,6 +1,7 @@
 import APNS
 import Foundation
 import Logging
+import Metrics
 import OrderFlow
 import WorkflowKit
 
@@ -116,9 +117,10 @@ struct APNSSettings {
     }
 
     /// The host for these settings; a setting the APNs client refuses is a usage error.
-    func makingHost(_ configuration: OrderFlowHostConfiguration, logger: Logger) throws -> OrderFlowHost {
+    func makingHost(_ configuration: OrderFlowHostConfiguration, logger: Logger,
+                    metricsFactory: (any MetricsFactory)? = nil) throws -> OrderFlowHost {
         do {
-            return try OrderFlowHost(configuration: configuration, logger: logger)
+            return try OrderFlowHost(configuration: configuration, logger: logger, metricsFactory: metricsFactory)
         } catch let error as APNSCredentialsError {
             throw CLIError(.usage, "\(keySource): \(error.message)")
         } catch let error as APNSConfigurationError {

@@ -88,7 +88,7 @@ public enum FailureReport {
     static func classify(_ error: any Error) -> (ExitStatus, String) {
         // The engine's own errors, and those of the layers below it in the engine's words.
         if let error = OrderFlowError.translating(error) {
-            return (status(for: error.code), error.message)
+            return (status(for: error.code), error.commandLineSentence)
         }
         switch error {
         case let error as CLIError:
@@ -105,8 +105,8 @@ public enum FailureReport {
             return (.databaseUnavailable, error.description)
         case let error as OrderFlowHTTPListenError:
             return (.usage, error.description)
-        case let error as MetricsEndpointError:
-            return (.usage, "\(error.message) (--metrics-port)")
+        case let error as MetricsListenError:
+            return (.usage, "\(error.description) (--metrics-port)")
         case let error as CocoaError where error.code == .fileReadNoSuchFile || error.code == .fileNoSuchFile:
             let path = (error.userInfo[NSFilePathErrorKey] as? String) ?? (error.userInfo[NSURLErrorKey] as? URL)?.path ?? "the file"
             return (.notFound, "cannot read \(path): no such file; check the path")

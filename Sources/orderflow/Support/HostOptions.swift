@@ -3,7 +3,11 @@ import ArgumentParser
 import ConsoleOutput
 import Foundation
 import Logging
+import Metrics
 import OrderFlow
+import OrderFlowHTTP
+import Prometheus
+import ServiceLifecycle
 
 /// The worker's settings, shared by `orderflow worker run` and `orderflow serve`.
 struct HostOptions: ParsableArguments {
@@ -74,13 +78,19 @@ struct HostOptions: ParsableArguments {
     }
 
     /// The metrics listener asked for, if any.
-    var metricsEndpoint: MetricsEndpoint.Configuration? {
-        metricsPort.map { MetricsEndpoint.Configuration(host: metricsHost, port: $0) }
+    var metricsListener: MetricsListener.Configuration? {
+        metricsPort.map { MetricsListener.Configuration(host: metricsHost, port: $0) }
     }
 
-    /// The running system these options describe: engine, APNs, worker, timers, metrics.
-    func makeHost(context: CommandContext, logger: Logger,
-                  deviceCredentials: DeviceCredentialPolicy = .required) async throws -> OrderFlowHost {
+    /// The metrics listener asked for, showing `registry`, as services to run (none or one).
+    func metricsListener(registry: PrometheusCollectorRegistry, logger: Logger) -> [any Service] {
+        metricsListener.map { [MetricsListener(configuration: $0, registry: registry, logger: logger)] } ?? []
+    }
+
+    /// The running system these options describe: engine, APNs, worker, timers; the worker's
+    /// metrics go to `metricsFactory` (by default the process's `MetricsSystem`).
+    func makeHost(context: CommandContext, logger: Logger, deviceCredentials: DeviceCredentialPolicy = .required,
+                  metricsFactory: (any MetricsFactory)? = nil) async throws -> OrderFlowHost {
         let apns = try APNSSettings(flags: self, environment: context.environment)
         let merchantID = try context.checkedMerchantID()
         // Opens the merchants' own APNs keys; without it they wait (the log says so).
@@ -115,7 +125,7 @@ struct HostOptions: ParsableArguments {
         if let workerID { worker.workerID = workerID }
         worker.lease = .seconds(lease)
         return try apns.makingHost(OrderFlowHostConfiguration(
-            engine: engine, apns: apns.client, worker: worker,
-            metrics: metricsEndpoint, masterKey: masterKey), logger: logger)
+            engine: engine, apns: apns.client, worker: worker, masterKey: masterKey),
+            logger: logger, metricsFactory: metricsFactory)
     }
 }

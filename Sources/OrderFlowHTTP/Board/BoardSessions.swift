@@ -1,6 +1,5 @@
-import APNSCore
-import Crypto
 import Foundation
+import OrderFlow
 
 /// A one-time sign-in token for a merchant's counter board (`GET /board?token=…`).
 public struct BoardSignInToken: Sendable {
@@ -18,6 +17,10 @@ public struct BoardSession: Sendable {
     public var expiresAt: Date
 }
 
+/// The board's sign-in links and sessions: the HTTP door's own credentials, kept beside the
+/// engine's data (migration `0004_board_sessions.sql`) through the engine's pool. The engine
+/// lends only door-neutral parts: bearer secrets (``OrderFlowEngine/randomSecret()`` and its
+/// kin) and whether a merchant exists.
 extension OrderFlowEngine {
     var boardSessionStore: BoardSessionStore { BoardSessionStore(pool: pool) }
 
@@ -36,13 +39,8 @@ extension OrderFlowEngine {
     /// merchant, or one added with `orderflow merchant add`).
     /// - Throws: `OrderFlowError.notFound` for an unknown merchant.
     public func createBoardSignInToken(merchantID: String, lifetime seconds: Int = boardSignInLifetime) async throws -> BoardSignInToken {
-        try await translatingErrors {
-            try Self.validateIdentifier(merchantID, what: "merchant id")
-            var known = merchantID == configuration.merchantID
-            if !known { known = try await merchantStore.merchantExists(merchantID) }
-            guard known else {
-                throw OrderFlowError(.notFound, "merchant \(Self.shown(merchantID)) does not exist; `orderflow merchant list` shows the merchants")
-            }
+        try await boardTranslatingErrors {
+            try await requireMerchant(merchantID)
             let token = Self.boardSignInScheme + Self.randomSecret()
             let expiresAt = try await boardSessionStore.insertSignInToken(
                 hash: Self.secretHash(token), merchantID: merchantID, seconds: max(1, seconds))
@@ -53,7 +51,7 @@ extension OrderFlowEngine {
     /// Whether a sign-in token would still start a session (known, unused, not expired),
     /// without using it: the page a link opens asks, and only its form's POST consumes it.
     public func boardSignInTokenIsLive(_ token: String) async throws -> Bool {
-        try await translatingErrors {
+        try await boardTranslatingErrors {
             guard Self.isSecret(token, scheme: Self.boardSignInScheme) else { return false }
             return try await boardSessionStore.signInTokenIsLive(hash: Self.secretHash(token))
         }
@@ -62,7 +60,7 @@ extension OrderFlowEngine {
     /// Consumes a sign-in token and starts a session. Nil when the token is unknown, used
     /// already or expired: it never works twice.
     public func redeemBoardSignInToken(_ token: String) async throws -> BoardSession? {
-        try await translatingErrors {
+        try await boardTranslatingErrors {
             guard Self.isSecret(token, scheme: Self.boardSignInScheme) else { return nil }
             let secret = Self.boardSessionScheme + Self.randomSecret()
             guard let started = try await boardSessionStore.redeemSignInToken(
@@ -74,7 +72,7 @@ extension OrderFlowEngine {
 
     /// The merchant of a live board session; nil for an unknown or expired one.
     public func resolveBoardSession(_ secret: String) async throws -> String? {
-        try await translatingErrors {
+        try await boardTranslatingErrors {
             guard Self.isSecret(secret, scheme: Self.boardSessionScheme) else { return nil }
             return try await boardSessionStore.sessionMerchant(hash: Self.secretHash(secret))
         }
@@ -89,9 +87,18 @@ extension OrderFlowEngine {
 
     /// Ends a board session (signing out); unknown secrets are ignored.
     public func endBoardSession(_ secret: String) async throws {
-        try await translatingErrors {
+        try await boardTranslatingErrors {
             guard Self.isSecret(secret, scheme: Self.boardSessionScheme) else { return }
             try await boardSessionStore.deleteSession(hash: Self.secretHash(secret))
+        }
+    }
+
+    /// The store's errors in the engine's vocabulary, as the engine's own calls throw them.
+    private func boardTranslatingErrors<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch {
+            throw OrderFlowError.translating(error) ?? error
         }
     }
 }

@@ -1,7 +1,8 @@
 import Foundation
 import PGKit
 
-/// The SQL of the board's sign-in tokens and sessions. Secrets arrive here already hashed
+/// The SQL of the board's sign-in tokens and sessions, every value a bound parameter (the
+/// tables are made by the engine's migrations). Secrets arrive here already hashed
 /// (SHA-256, as base64 text for `decode($n, 'base64')`); the rows are found by their hash.
 struct BoardSessionStore: Sendable {
     let pool: PostgresPool
