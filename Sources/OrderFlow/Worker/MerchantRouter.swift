@@ -83,7 +83,7 @@ final class MerchantRouter: Sendable {
         let whose = app == "default" ? "the default app's merchants (\(merchants.joined(separator: ", ")))" : "merchant \(merchantID)"
         let fix = app == "default"
             ? "fix the default app's settings and restart the worker"
-            : "give the merchant a working app with `orderflow merchant set-apns`"
+            : "give the merchant working APNs settings: its key, key id, team and bundle"
         let message: Logger.Message = "APNs refused the \(what) of \(bundleID): sending is paused for \(whose); other merchants send on. \(reason) Pending pushes stay queued; sending is tried again every \(configuration.pausedRetryInterval) and resumes once APNs accepts it (or \(fix))."
         let metadata: Logger.Metadata = ["orderflow.bundle_id": "\(bundleID)", "orderflow.app": "\(app)", "orderflow.merchant": "\(merchantID)"]
         // Loud once; while the app stays broken, each further try is a quieter record.
