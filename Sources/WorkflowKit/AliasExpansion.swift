@@ -34,16 +34,21 @@ enum AliasExpansion {
         guard yaml.utf8.contains(UInt8(ascii: "*")) else { return nil }
         let standIn = standIn(for: yaml)
         let defused = String(String.UnicodeScalarView(yaml.unicodeScalars.map { $0 == "*" ? standIn : $0 }))
+        // The parser holds the anchors, which nodes name only weakly: it lives until the walk is done.
+        let parser: Parser
         let root: Node?
         do {
-            root = try Yams.compose(yaml: defused)
+            parser = try Parser(yaml: defused)
+            root = try parser.singleRoot()
         } catch let error as YamlError {
             throw restoringAliases(in: error, standIn: standIn)
         }
         guard let root else { return nil }
-        var tally = Tally(standIn: standIn)
-        _ = tally.size(of: root)
-        return tally.excess
+        return withExtendedLifetime(parser) {
+            var tally = Tally(standIn: standIn)
+            _ = tally.size(of: root)
+            return tally.excess
+        }
     }
 
     /// A character of Unicode's private use area that `yaml` does not contain: a plain scalar
