@@ -10,11 +10,14 @@ import PackageDescription
 //   OrderFlow (the engine, its SQL in Store/, the worker, OrderFlowHost: the running system
 //     as one Service; a DocC catalog)
 //   OrderFlowHTTP (the HTTP API from openapi/orderflow.yaml, on Hummingbird: translates, calls)
-//   ConsoleOutput (text for people) · OrderFlowDemo (the demo, on the public API)
+//   ConsoleOutput (text for people) · CommandLineSupport (what the command-line programs share:
+//     the database they choose, exit codes, failure reports)
 //   → orderflow (the CLI: arguments in, library calls out; no SQL, no libpq)
 // Never on a production path: LocalAPNS (an APNs stand-in), LocalPostgres (the embedded
 // default, used by the CLI to start it), PostgresTesting and OrderFlowTesting (fixtures),
-// TestTags (the Swift Testing tags of the groups scripts/test runs apart).
+// TestTags (the Swift Testing tags of the groups scripts/test runs apart), and
+// OrderFlowDemo → orderflow-demo (the demo, on the public API; it runs the APNs stand-in, so it
+// is a program of its own and `orderflow` does not link LocalAPNS).
 let package = Package(
     name: "OrderFlow",
     platforms: [.macOS(.v15)],
@@ -25,6 +28,7 @@ let package = Package(
         .library(name: "WorkflowKit", targets: ["WorkflowKit"]),
         .library(name: "OrderFlowTesting", targets: ["OrderFlowTesting"]),
         .executable(name: "orderflow", targets: ["orderflow"]),
+        .executable(name: "orderflow-demo", targets: ["orderflow-demo"]),
         .executable(name: "orderflow-bench", targets: ["orderflow-bench"]),
     ],
     dependencies: [
@@ -178,6 +182,18 @@ let package = Package(
             dependencies: ["APNSCore", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
+            name: "CommandLineSupport",
+            dependencies: [
+                "OrderFlow",
+                "OrderFlowHTTP",
+                "LocalPostgres",
+                "ConsoleOutput",
+                "WorkflowKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
             name: "OrderFlowDemo",
             dependencies: [
                 "OrderFlow",
@@ -198,13 +214,26 @@ let package = Package(
                 "OrderFlowHTTP",
                 "LocalPostgres",
                 "ConsoleOutput",
-                "OrderFlowDemo",
+                "CommandLineSupport",
                 "APNS",
                 "WorkflowKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "orderflow-demo",
+            dependencies: [
+                "OrderFlowDemo",
+                "CommandLineSupport",
+                "OrderFlow",
+                "OrderFlowHTTP",
+                "LocalPostgres",
+                "ConsoleOutput",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),

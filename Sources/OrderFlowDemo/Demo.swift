@@ -12,7 +12,7 @@ import ServiceLifecycle
 /// APNs stand-in, in one ``OrderFlowHost`` — driven through three food orders and a ride, then
 /// each order's timeline of transitions and the pushes they became.
 ///
-/// It uses only the library's public API. The caller (the `orderflow demo` command) chooses the
+/// It uses only the library's public API. The caller (the `orderflow-demo` program) chooses the
 /// database and says where it came from:
 ///
 /// ```swift
@@ -53,7 +53,7 @@ public struct Demo: Sendable {
     ///     under the working directory, else in the checkout this module was built from.
     /// - Throws: ``DemoError`` when the run did not go as it should; the engine's errors.
     ///   - keepServing: when given, after the report the demo's worker (and the stand-in) run on,
-    ///     beside the services it returns for the demo's engine, until Ctrl-C: `orderflow demo
+    ///     beside the services it returns for the demo's engine, until Ctrl-C: `scripts/demo
     ///     --board` serves the counter board there.
     public func run(database: DatabaseConfiguration, databaseLine: String, workflowsFolder: URL? = nil,
                     keepServing: (@Sendable (OrderFlowEngine) async throws -> [any Service])? = nil) async throws {

@@ -28,13 +28,14 @@ struct WorkflowParser {
     static let rootKeys = ["name", "description", "types", "activity", "states", "transitions", "lifecycle", "timers"]
 
     mutating func run() -> Workflow? {
-        if let excess = AliasExpansion.firstExcess(in: yaml) {
-            error("alias `*\(excess.alias)` makes the file's aliases stand for more than \(AliasExpansion.limit) values: anchors that repeat other anchors grow exponentially (an \"alias bomb\"); write the values out, or alias fewer and smaller parts",
-                  at: excess.position)
-            return nil
-        }
         let root: Node
         do {
+            // Before Yams composes the text: it would take minutes over an alias bomb.
+            if let excess = try AliasExpansion.firstExcess(in: yaml) {
+                error("alias `*\(excess.alias)` makes the file's aliases stand for more than \(AliasExpansion.limit) values: anchors that repeat other anchors grow exponentially (an \"alias bomb\"); write the values out, or alias fewer and smaller parts",
+                      at: excess.position)
+                return nil
+            }
             guard let composed = try Yams.compose(yaml: yaml) else {
                 error("the file is empty: a workflow needs `name`, `activity`, `states`, `transitions` and `lifecycle`", at: .start)
                 return nil

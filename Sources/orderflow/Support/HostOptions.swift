@@ -1,5 +1,6 @@
 import APNS
 import ArgumentParser
+import CommandLineSupport
 import ConsoleOutput
 import Foundation
 import Logging

@@ -1,4 +1,5 @@
 import APNS
+import CommandLineSupport
 import Foundation
 import OrderFlow
 

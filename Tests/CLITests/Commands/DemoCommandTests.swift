@@ -2,9 +2,9 @@ import Foundation
 import PostgresTesting
 import Testing
 
-/// `orderflow demo` run as a user runs it: the built binary, on a fresh database of the
+/// The demo run as `scripts/demo` runs it: the built `orderflow-demo`, on a fresh database of the
 /// throw-away server. Serialized: the demo measures time and the machine is small.
-@Suite("orderflow demo", .serialized)
+@Suite("orderflow-demo", .serialized)
 struct DemoCommandTests {
     @Test("runs end to end on a fresh database: starts, updates, ends, alerts, a merged burst, a cancellation")
     func runsEndToEnd() async throws {
@@ -12,7 +12,7 @@ struct DemoCommandTests {
         let cli = try CLI(databaseURL: database.connectionString)
 
         // Not migrated and not in the repository folder: the demo migrates and finds the workflows.
-        let first = try await cli.run("demo")
+        let first = try await cli.runDemo()
         #expect(first.status == 0, "\(first)")
         #expect(first.stderr.isEmpty, "nothing on stderr:\n\(first)")
         let output = first.stdout
@@ -47,7 +47,7 @@ struct DemoCommandTests {
         #expect(again.status == 0 && again.stdout.contains("1042") && again.stdout.contains("delivered"), "`\(hint)`: \(again)")
 
         // A second run on the same database uses a merchant of its own and succeeds again.
-        let second = try await cli.run("demo")
+        let second = try await cli.runDemo()
         #expect(second.status == 0, "\(second)")
         #expect(second.stdout.contains("order B's 3 quick steps arrived as 1 update"), "\(second)")
     }
@@ -55,8 +55,18 @@ struct DemoCommandTests {
     @Test("an unreachable database fails with one line and exit 69")
     func unreachableDatabase() async throws {
         let cli = try CLI(databaseURL: "postgresql://nobody@127.0.0.1:1/nothing")
-        let result = try await cli.run("demo")
+        let result = try await cli.runDemo()
         #expect(result.status == 69, "\(result)")
         #expect(result.stderrLines.count == 1 && result.stderr.hasPrefix("orderflow: "), "\(result)")
+    }
+
+    @Test("`orderflow demo` says where the demo is, in one line, and is not in the help")
+    func pointer() async throws {
+        let cli = try CLI(databaseURL: "postgresql://nobody@127.0.0.1:1/nothing")
+        let result = try await cli.run("demo", "--board")
+        #expect(result.status == 64 && result.stdout.isEmpty, "\(result)")
+        #expect(result.stderrLines.count == 1 && result.stderr.hasPrefix("orderflow: ") && result.stderr.contains("scripts/demo"), "\(result)")
+        let help = try await cli.run("--help")
+        #expect(help.status == 0 && !help.stdout.contains("demo"), "\(help)")
     }
 }

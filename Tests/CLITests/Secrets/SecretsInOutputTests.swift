@@ -19,7 +19,7 @@ struct SecretsInOutputTests {
     func demo() async throws {
         let database = try await TestDatabase.fresh(prefix: "secrets")
         let cli = try CLI(databaseURL: database.connectionString)
-        let run = try await cli.run(["demo"], environment: ["ORDERFLOW_LOG_LEVEL": "trace"])
+        let run = try await cli.runDemo(environment: ["ORDERFLOW_LOG_LEVEL": "trace"])
         #expect(run.status == 0, "\(run)")
         #expect(!run.stderr.contains("chmod"), "the demo's own key is in memory, not a file to warn about:\n\(run.stderr)")
 

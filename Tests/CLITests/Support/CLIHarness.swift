@@ -77,6 +77,13 @@ struct CLI: Sendable {
         return try await process.finish()
     }
 
+    /// Runs `orderflow-demo arguments…`, the demo's own program (what `scripts/demo` runs),
+    /// built beside `orderflow`.
+    func runDemo(_ arguments: String..., environment extra: [String: String] = [:]) async throws -> Result {
+        let demo = binary.deletingLastPathComponent().appendingPathComponent("orderflow-demo")
+        return try await start(executable: demo, arguments, environment: extra).finish()
+    }
+
     /// Starts the binary and returns at once, for commands that run until interrupted.
     func start(_ arguments: [String], environment extra: [String: String] = [:]) throws -> RunningCLI {
         try start(executable: binary, arguments, environment: extra)

@@ -1,15 +1,19 @@
 import ArgumentParser
+import CommandLineSupport
 import ConsoleOutput
+import Foundation
 import LocalPostgres
 import OrderFlow
 import OrderFlowDemo
 import OrderFlowHTTP
 import ServiceLifecycle
 
-/// `orderflow demo`: chooses the database and runs ``Demo``.
+/// `orderflow-demo` (run by `scripts/demo`): chooses the database as `orderflow` does and runs
+/// ``Demo``. A program of its own: the APNs stand-in it starts stays out of `orderflow`.
+@main
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "demo",
+        commandName: "orderflow-demo",
         abstract: "Run food orders and a ride end to end and show what each Lock Screen was sent.",
         discussion: """
             Starts (or reuses) the database, applies the shipped workflows for a fresh demo \
@@ -25,10 +29,12 @@ struct DemoCommand: AsyncParsableCommand {
             demo's merchant> orderflow advance …`) and watch the Lock Screen preview; Ctrl-C \
             stops everything.
 
+            scripts/demo builds and runs it, passing its options on.
+
             Example:
-              orderflow demo
-              orderflow demo --board
-              ORDERFLOW_DATABASE_URL=postgresql://me@localhost/scratch orderflow demo
+              scripts/demo
+              scripts/demo --board
+              ORDERFLOW_DATABASE_URL=postgresql://me@localhost/scratch scripts/demo
             """)
 
     @Flag(help: "Keep the demo's worker running and serve the counter board (a sign-in link is printed) until Ctrl-C.")
@@ -36,6 +42,22 @@ struct DemoCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("board-port"), help: ArgumentHelp("The board's port with --board (default 0: a free one).", valueName: "port"))
     var boardPort: Int = 0
+
+    /// Runs the demo; a failure is one `orderflow: …` line and an exit code, as in `orderflow`.
+    static func main() async {
+        CommandContext.bootstrapLogging()
+        var command: DemoCommand
+        do {
+            command = try parse()
+        } catch {
+            exit(withError: error)  // --help, or a usage error with the usage
+        }
+        do {
+            try await command.run()
+        } catch {
+            Foundation.exit(FailureReport.print(error).rawValue)
+        }
+    }
 
     func run() async throws {
         let context = CommandContext.current()

@@ -7,7 +7,7 @@ import OrderFlow
 /// What every command needs from its surroundings, read once at the edge: the environment,
 /// the terminal, a logger, and the one place that decides which database to use.
 ///
-/// Commands in other files (`worker run`, `demo`) use it the same way:
+/// Shared by `orderflow` and `orderflow-demo`; every command uses it the same way:
 ///
 /// ```swift
 /// let context = CommandContext.current()
@@ -46,8 +46,8 @@ public struct CommandContext: Sendable {
     }
 
     /// Installs the process's log handler: text on standard error, values escaped. Called once,
-    /// by `main`.
-    static func bootstrapLogging() {
+    /// by each program's `main`.
+    public static func bootstrapLogging() {
         let level = logLevel(environment: ProcessInfo.processInfo.environment)
         LoggingSystem.bootstrap { label in EscapingLogHandler(label: label, level: level) }
     }

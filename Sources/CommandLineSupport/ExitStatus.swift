@@ -27,7 +27,7 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     public var exitCode: ExitCode { ExitCode(rawValue) }
 
     /// The table shown in the root command's help.
-    static let helpTable = """
+    public static let helpTable = """
           0  ok
          64  usage: unknown command or option, missing or malformed argument
          65  invalid input: broken workflow file, wrongly typed attribute or input
