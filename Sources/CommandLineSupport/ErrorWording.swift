@@ -4,7 +4,7 @@ import WorkflowKit
 /// The engine's errors as the CLI says them: the engine's sentence, then its remedy as a
 /// command to run (the HTTP API words the same remedies as routes).
 extension OrderFlowError {
-    var commandLineSentence: String {
+    public var commandLineSentence: String {
         message + (remedy.map(Self.commandLineHint) ?? "")
     }
 
