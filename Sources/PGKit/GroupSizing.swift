@@ -3,10 +3,9 @@
 /// (one of the groups allowed in flight) of the callers lately busy — at least two.
 ///
 /// With 8 callers and 2 groups the share is 4: the callers a group answered come back as the
-/// next group, and each commit (one WAL flush) carries 4 advances. When a group beside another
-/// needed only as many as the last group held, groups settled at 3 with two callers always a
-/// group behind: 2.85 advances per WAL flush against pgbench's 3.1, and 8 callers at 0.86 of
-/// pgbench's rate (BENCHMARKS.md, "session 25").
+/// next group, and each commit (one WAL flush) carries 4 statements. Were a group beside another
+/// to need only as many as the last group held, groups would settle smaller than the share, with
+/// some callers always a group behind, and fewer statements carried per WAL flush.
 struct GroupSizing: Sendable {
     /// How many statements the group started last holds.
     private(set) var lastStarted = 0
