@@ -128,7 +128,7 @@ public enum APNSErrorReason: Sendable, Hashable, CustomStringConvertible {
     public var description: String { self.rawValue }
 
     /// What a sender should do about this reason, following the response table in
-    /// `docs/apns-live-activities.md`. `status` decides for ``unknown(_:)`` reasons.
+    /// Apple's "Handling notification responses from APNs". `status` decides for ``unknown(_:)`` reasons.
     public func action(status: Int, retryAfter: Duration? = nil) -> APNSFailureAction {
         switch self {
         case .badDeviceToken, .unregistered, .expiredToken:

@@ -31,8 +31,7 @@ public struct EscapingLogHandler: LogHandler {
 
     /// Kept as set and escaped only when a line is written: Hummingbird sets a request id on
     /// every request's logger, and most requests write no line through it (escaping at every
-    /// set, and the stream handler's re-rendering of its metadata, were 2.5 % of the HTTP
-    /// server's CPU per advance).
+    /// set, and the stream handler's re-rendering of its metadata, would cost every request).
     public var metadata: Logger.Metadata = [:]
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {

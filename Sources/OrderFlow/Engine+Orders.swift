@@ -129,7 +129,7 @@ extension OrderFlowEngine {
         try await translatingErrors {
             try Self.validateIdentifier(orderID, what: "order id")
             // Blank is no target at all: the workflow's answer lists the choices. (A plain name,
-            // the usual case, has nothing to trim: Foundation's trimming was 4 % of an advance.)
+            // the usual case, has nothing to trim, and Foundation's trimming is dear per advance.)
             if !Self.isPlainIdentifier(target, allowEmpty: true) {
                 try Self.validateIdentifier(target.trimmingCharacters(in: .whitespaces), what: "state or event name", allowEmpty: true)
             }

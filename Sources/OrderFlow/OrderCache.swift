@@ -9,7 +9,7 @@ import WorkflowKit
 /// decides again. Bounded, least recently used out first: entries live in two generations of
 /// at most `capacity / 2` each; a lookup moves an entry into the newer one, and when the newer
 /// one is full the older one is dropped whole. An order used again within the last
-/// `capacity / 2` orders touched stays (an arbitrary half dropped at once, as before, lost the
+/// `capacity / 2` orders touched stays (dropping an arbitrary half at once would lose the
 /// orders of a turn under way as often as old ones). Orders that reached a final state are not
 /// kept: nothing moves them again.
 final class OrderCache: Sendable {

@@ -55,7 +55,7 @@ public struct StoredRendering: Codable, Sendable, Hashable {
     /// Reads the object `json` gives (as stored in `order_transitions.rendered`), as `Codable`
     /// would, from an already parsed value: the worker reads every pending transition's
     /// rendering, and `JSONDecoder` (through `JSONValue`'s own `Decodable`, member by member)
-    /// was 5 % of the machine's CPU in the overload benchmark's 4× phase.
+    /// costs a large share of the machine's CPU under overload.
     init(json: JSONValue) throws {
         func field<T>(_ key: String, _ read: (JSONValue) -> T?) throws -> T {
             guard let value = json[key], let read = read(value) else { throw Self.malformed(key) }

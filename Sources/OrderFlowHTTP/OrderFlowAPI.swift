@@ -392,7 +392,7 @@ struct OrderFlowAPI: APIProtocol {
     /// `Prefer: return=minimal` among the header's preferences (RFC 7240: a comma-separated
     /// list, tokens case-insensitive, optional spaces around `=`). On the header's bytes: it is
     /// read twice per request (here and by ``MinimalReturn``), and Foundation's trimming and
-    /// lowercasing took 4 % of the server's CPU on the hot route.
+    /// lowercasing are dear on the hot route.
     static func prefersMinimal(_ header: String?) -> Bool {
         guard let header else { return false }
         return header.utf8.split(separator: UInt8(ascii: ",")).contains { preference in

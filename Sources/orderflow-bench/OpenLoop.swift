@@ -7,10 +7,9 @@ import Synchronization
 /// Each call runs in an unstructured task, not as a child of a task group. The Swift runtime
 /// keeps a group's children in a list that it walks to unlink each child that finishes
 /// (`swift::TaskGroup::removeChildTask`), so a group with tens of thousands of callers in
-/// flight — an overloaded engine's queue — spends its time there: it was 46 % of all CPU
-/// samples of the 4× overload phase, which then "committed" a tenth of the capacity while
-/// PostgreSQL and the engine's connections sat idle. The load generator must not be what
-/// collapses.
+/// flight — an overloaded engine's queue — spends its time there, and the benchmark then
+/// measures its own load generator while PostgreSQL and the engine's connections sit idle.
+/// The load generator must not be what collapses.
 func runOpenLoop(
     count: Int, rate: Int, _ call: @escaping @Sendable (_ index: Int, _ due: ContinuousClock.Instant) async -> Void
 ) async {

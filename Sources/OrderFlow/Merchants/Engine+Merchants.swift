@@ -214,8 +214,8 @@ extension OrderFlowEngine {
     public static let apiKeyRecheck: Duration = .seconds(1)
 
     /// `of_live_<prefix>_<secret>` split, or a bare prefix; nil for anything else. On the key's
-    /// bytes: it runs for every API request (a `Set` of characters built per call took 2 % of
-    /// the HTTP server's CPU).
+    /// bytes: it runs for every API request (a `Set` of characters built per call shows in the
+    /// HTTP server's profile).
     private static func apiKeyParts(_ text: String) -> (prefix: String, hasSecret: Bool)? {
         func isPrefix(_ bytes: Substring.UTF8View) -> Bool {
             bytes.count == 10 && bytes.allSatisfy { apiKeyAlphabet.contains($0) }

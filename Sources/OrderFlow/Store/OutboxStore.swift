@@ -287,8 +287,8 @@ struct OutboxStore: Sendable {
     /// wins), sequence numbers and timestamps only forwards.
     func complete(workerID: String, _ completion: Completion) async throws {
         // Each row as the JSON object its recordset below reads (snake_case names), built
-        // directly: `JSONEncoder` with `.convertToSnakeCase` was 3.5 % of the machine's CPU in
-        // the overload benchmark's 4× phase.
+        // directly: `JSONEncoder` with `.convertToSnakeCase` costs more than the record's
+        // statement under load.
         func json<Row: CompletionRow>(_ rows: [Row]) -> PostgresJSON {
             PostgresJSON(JSONValue.array(rows.map(\.completionJSON)).jsonString)
         }
