@@ -69,7 +69,7 @@ final class ActivitySender: Sendable {
             let request = try push.request(bundleID: route.bundleID)
             let result = try await route.sender.send(request)
             await router.noteSent(merchantID: merchantID)
-            return .sent(apnsID: result.apnsID, status: result.status, answeredAt: now())
+            return .sent(apnsID: result.apnsID, status: result.status, answeredAt: WorkerClock.now())
         } catch is CancellationError {
             return .notAttempted
         } catch let failure as any APNSSendFailure {
@@ -84,15 +84,14 @@ final class ActivitySender: Sendable {
             default: break
             }
             return .failed(status: error?.status, reason: failure.recordedReason, action: failure.action,
-                           apnsID: error?.apnsID, answeredAt: now())
+                           apnsID: error?.apnsID, answeredAt: WorkerClock.now())
         } catch {
             if Task.isCancelled { return .notAttempted }
             return .failed(status: nil, reason: String("\(error)".prefix(200)), action: .retryWithBackoff, apnsID: nil,
-                           answeredAt: now())
+                           answeredAt: WorkerClock.now())
         }
     }
 
-    private func now() -> Double { Date().timeIntervalSince1970 }
 }
 
 extension APNSSendFailure {

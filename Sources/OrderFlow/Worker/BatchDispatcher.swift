@@ -40,7 +40,7 @@ final class BatchDispatcher: Sendable {
         }
 
         // Merge: what each activity is sent.
-        let merge = ActivityMerge(configuration: configuration, now: now())
+        let merge = ActivityMerge(configuration: configuration, now: WorkerClock.now())
         var plans: [ActivityPlan] = []
         var planned: [(order: OutboxOrder, plans: Range<Int>, channel: ChannelOutcome?)] = []
         var stuck: [OutboxStore.OrderKey] = []
@@ -176,6 +176,4 @@ final class BatchDispatcher: Sendable {
             }
         }
     }
-
-    private func now() -> Double { Date().timeIntervalSince1970 }
 }

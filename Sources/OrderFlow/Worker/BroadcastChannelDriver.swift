@@ -74,7 +74,7 @@ final class BroadcastChannelDriver: Sendable {
             return outcome
         }
         for _ in 0..<3 {
-            let step = ChannelStep(configuration: configuration, now: now())
+            let step = ChannelStep(configuration: configuration, now: WorkerClock.now())
             let bundleID = outcome.channel.bundleID ?? route.bundleID
             let action = step.action(order: order, channel: outcome.channel, bundleID: bundleID)
             switch action {
@@ -103,7 +103,7 @@ final class BroadcastChannelDriver: Sendable {
                     } catch {
                         logger.error("a channel was created but its id could not be recorded; it is created again, and the unrecorded one expires unused at APNs",
                                      metadata: ["orderflow.order": "\(order.orderID)", "orderflow.error": "\(error)"])
-                        outcome.revisitAt = now() + configuration.backoff(afterFailures: 1)
+                        outcome.revisitAt = WorkerClock.now() + configuration.backoff(afterFailures: 1)
                         return outcome
                     }
                     await router.noteSent(merchantID: order.merchantID)
@@ -133,7 +133,7 @@ final class BroadcastChannelDriver: Sendable {
                 do {
                     let result = try await sender.broadcast(request)
                     await router.noteSent(merchantID: order.merchantID)
-                    let time = now()
+                    let time = WorkerClock.now()
                     outcome.deliveries.append(channelDelivery(order, push, outcome: .sent, status: 200, reason: nil,
                                                               apnsID: result.apnsID, at: time))
                     outcome.channel.lastSeq = max(outcome.channel.lastSeq, push.seq)
@@ -172,7 +172,7 @@ final class BroadcastChannelDriver: Sendable {
                 do {
                     try await sender.deleteChannel(bundleID: bundleID, id: id)
                     outcome.channel.state = .deleted
-                    outcome.channel.deletedAt = now()
+                    outcome.channel.deletedAt = WorkerClock.now()
                     outcome.channel.nextAttemptAt = nil
                     outcome.channel.failures = 0
                     logger.debug("broadcast channel deleted after the end", metadata: [
@@ -180,7 +180,7 @@ final class BroadcastChannelDriver: Sendable {
                 } catch let error as APNSError where error.reason == .channelNotRegistered {
                     // Already gone (expired, or deleted by someone else): nothing left to do.
                     outcome.channel.state = .deleted
-                    outcome.channel.deletedAt = now()
+                    outcome.channel.deletedAt = WorkerClock.now()
                     outcome.channel.reason = "APNs no longer knew the channel when it was deleted (ChannelNotRegistered)"
                 } catch {
                     if Task.isCancelled { outcome.unfinished = true; return outcome }
@@ -200,7 +200,7 @@ final class BroadcastChannelDriver: Sendable {
         let old = outcome.channel.channelID ?? "?"
         if push.event == .end {
             outcome.channel.state = .deleted
-            outcome.channel.deletedAt = now()
+            outcome.channel.deletedAt = WorkerClock.now()
             outcome.channel.reason = "APNs no longer knew the channel when the end was broadcast (ChannelNotRegistered); its followers' activities end on their own"
             logger.warning("the channel of an ended broadcast order was gone before its end was sent",
                            metadata: ["orderflow.order": "\(order.orderID)", "orderflow.channel": "\(old)"])
@@ -246,7 +246,7 @@ final class BroadcastChannelDriver: Sendable {
             await router.noteThrottled(merchantID: order.merchantID)
             outcome.channel.failures += 1
             let delay = max(retryAfter.map(\.inSeconds) ?? 0, configuration.backoff(afterFailures: outcome.channel.failures))
-            outcome.channel.nextAttemptAt = now() + delay
+            outcome.channel.nextAttemptAt = WorkerClock.now() + delay
             outcome.revisitAt = outcome.channel.nextAttemptAt
             return (.retry, status, reason)
         case .tokenDead, .retryWithBackoff, .refreshProviderToken:
@@ -258,7 +258,7 @@ final class BroadcastChannelDriver: Sendable {
                 return (.dead, status, reason)
             }
             let failures = min(outcome.channel.failures, configuration.maximumAttempts)
-            outcome.channel.nextAttemptAt = now() + configuration.backoff(afterFailures: failures)
+            outcome.channel.nextAttemptAt = WorkerClock.now() + configuration.backoff(afterFailures: failures)
             outcome.revisitAt = outcome.channel.nextAttemptAt
             return (.retry, status, reason)
         }
@@ -268,7 +268,7 @@ final class BroadcastChannelDriver: Sendable {
     private func channelDelivery(_ order: OutboxOrder, _ push: PlannedPush, outcome: DeliveryOutcome, status: Int?,
                                  reason: String?, apnsID: UUID?, at time: Double? = nil) -> DeliveryRow
     {
-        let time = time ?? now()
+        let time = time ?? WorkerClock.now()
         return DeliveryRow(
             merchantID: order.merchantID, orderID: order.orderID, deviceID: "channel", seq: push.seq, merged: push.merged,
             event: push.event.rawValue, tokenKind: "channel", tokenSuffix: APNSTokenRedaction.visibleSuffix(push.token),
@@ -276,6 +276,4 @@ final class BroadcastChannelDriver: Sendable {
             apnsId: apnsID?.uuidString.lowercased(), status: status, reason: reason.map { String($0.prefix(200)) },
             outcome: outcome, attemptedAt: time, latencyMs: max(0, (time - push.occurredAt) * 1000))
     }
-
-    private func now() -> Double { Date().timeIntervalSince1970 }
 }

@@ -60,7 +60,7 @@ final class ClaimLoop: Sendable {
                 var timeout = idle.inSeconds
                 let due = nextDeferral.withLock { $0 }
                 if due.isFinite {
-                    let untilDue = due - now()
+                    let untilDue = due - WorkerClock.now()
                     if untilDue <= 0 {
                         nextDeferral.withLock { if $0 == due { $0 = .infinity } }
                     } else {
@@ -90,6 +90,4 @@ final class ClaimLoop: Sendable {
             }
         }
     }
-
-    private func now() -> Double { Date().timeIntervalSince1970 }
 }

@@ -70,9 +70,9 @@ final class MerchantRouter: Sendable {
     /// the app cannot be used): said once, loudly, and recorded on its merchants for
     /// `orderflow merchant list`. The other apps' merchants send on.
     func pauseSending(app: String, bundleID: String, merchantID: String, because reason: String, what: String) async {
-        let resume = now() + configuration.pausedRetryInterval.inSeconds
+        let resume = WorkerClock.now() + configuration.pausedRetryInterval.inSeconds
         let first = pauses.withLock { pauses -> Bool in
-            if let until = pauses[app], until > now() { return false }
+            if let until = pauses[app], until > WorkerClock.now() { return false }
             pauses[app] = resume
             return true
         }
@@ -100,7 +100,7 @@ final class MerchantRouter: Sendable {
     func pausedUntil(app: String) -> Double? {
         pauses.withLock { pauses in
             guard let until = pauses[app] else { return nil }
-            if until <= now() {
+            if until <= WorkerClock.now() {
                 pauses[app] = nil
                 logger.info("trying to send again after the pause", metadata: ["orderflow.app": "\(app)"])
                 return nil
@@ -114,7 +114,7 @@ final class MerchantRouter: Sendable {
     /// (`set-apns` again), looked up at most every `MerchantApps` refresh interval.
     func heldMerchants() async -> [String] {
         let pausedApps = Set(pauses.withLock { $0.keys }).filter { pausedUntil(app: $0) != nil }
-        let time = now()
+        let time = WorkerClock.now()
         let states = merchantStates.withLock { $0 }
         var held: [String] = []
         for (merchantID, state) in states {
@@ -144,11 +144,11 @@ final class MerchantRouter: Sendable {
             var state = states[merchantID, default: MerchantSendState()]
             defer { states[merchantID] = state }
             state.throttledAnswers += 1
-            guard state.throttledAnswers >= configuration.throttleAfter, (state.heldUntil ?? 0) <= now() else { return nil }
+            guard state.throttledAnswers >= configuration.throttleAfter, (state.heldUntil ?? 0) <= WorkerClock.now() else { return nil }
             let delay = min(configuration.backoffCap.inSeconds, configuration.throttleHold.inSeconds * pow(2, Double(min(state.holds, 20))))
             state.holds += 1
             state.throttledAnswers = 0
-            state.heldUntil = now() + delay
+            state.heldUntil = WorkerClock.now() + delay
             return state.heldUntil
         }
         guard let held else { return }
@@ -190,6 +190,4 @@ final class MerchantRouter: Sendable {
             logger.warning("cannot record merchants' push state", metadata: ["orderflow.error": "\(error)"])
         }
     }
-
-    private func now() -> Double { Date().timeIntervalSince1970 }
 }
