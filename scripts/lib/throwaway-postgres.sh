@@ -56,7 +56,7 @@ CONF
   as_server_user "$bindir/pg_ctl" -D "$PG_DATA" -l "$PG_TMP/server.log" -w -t 60 start >/dev/null \
     || { cat "$PG_TMP/server.log"; return 1; }
   PG_BINDIR=$bindir
-  export ORDERFLOW_TEST_DATABASE_URL="postgresql://orderflow_test@127.0.0.1:$port/postgres"
+  export ORDERFLOW_TEST_DATABASE_URL="postgresql://orderflow_test@127.0.0.1:$port/postgres?connect_timeout=30"
   echo "==> throw-away PostgreSQL on 127.0.0.1:$port ($PG_DATA)"
 }
 
