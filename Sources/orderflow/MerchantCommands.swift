@@ -21,8 +21,9 @@ struct MerchantCommand: AsyncParsableCommand {
               orderflow merchant set-apns luigis --bundle-id com.luigis.orders \\
                 --team-id TEAM123456 --key-id ABC123DEFG --key AuthKey_ABC123DEFG.p8
               orderflow merchant list
+              orderflow merchant retention luigis 45d
             """,
-        subcommands: [Add.self, List.self, SetAPNS.self, RotateClientKey.self])
+        subcommands: [Add.self, List.self, SetAPNS.self, RotateClientKey.self, MerchantRetentionCommand.self])
 
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

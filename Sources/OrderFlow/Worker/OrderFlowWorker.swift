@@ -75,8 +75,8 @@ public final class OrderFlowWorker: Service, Sendable {
             metrics: metrics, logger: logger)
         claims = ClaimLoop(configuration: configuration, store: store, router: router, dispatcher: dispatcher,
                            doorbell: doorbell, stopping: stopping, logger: logger)
-        housekeeping = WorkerHousekeeping(configuration: configuration, store: store, doorbell: doorbell, metrics: metrics,
-                                          logger: logger)
+        housekeeping = WorkerHousekeeping(configuration: configuration, store: store, retentionStore: RetentionStore(pool: pool),
+                                          doorbell: doorbell, metrics: metrics, logger: logger)
     }
 
     // MARK: Running
@@ -101,6 +101,9 @@ public final class OrderFlowWorker: Service, Sendable {
                 helpers.addTask { await housekeeping.checkTimeLimits() }
                 if let interval = configuration.queueDepthSampleInterval {
                     helpers.addTask { await housekeeping.sampleQueueDepth(every: interval) }
+                }
+                if let interval = configuration.purgeInterval {
+                    helpers.addTask { await housekeeping.purge(every: interval) }
                 }
                 let claims = self.claims
                 await withTaskGroup(of: Void.self) { lanes in

@@ -74,6 +74,12 @@ public struct WorkerConfiguration: Sendable {
     /// (`ChannelNotRegistered`) makes the worker create a new one, at most this many in all.
     /// Default 3.
     public var maximumChannelsPerOrder: Int = 3
+    /// How often the worker purges what ``retention`` says is old enough (its merchants' rows
+    /// only); the first purge runs at start. Default 10 minutes; `nil` turns the purge off
+    /// (`orderflow purge` from a timer instead).
+    public var purgeInterval: Duration? = .seconds(600)
+    /// What the purge deletes and how gently. Its merchants are this worker's ``merchants``.
+    public var retention = RetentionPolicy()
     /// Whose orders this worker claims, and (in an ``OrderFlowHost``) whose timers it fires.
     /// Default every merchant's.
     public var merchants: MerchantScope

@@ -10,9 +10,12 @@ import Synchronization
 ///   sent pushes by however many the merge folded together.
 /// - `orderflow_push_latency_seconds{merchant}`: transition commit to APNs' answer, per sent push.
 /// - `orderflow_queue_depth{merchant}`: `activity_commands` rows, sampled periodically.
+/// - `orderflow_purged_rows_total{kind}`: rows the housekeeping's purge deleted, by kind
+///   (`orders`, `transitions`, `deliveries`, `dead_letters`, `devices`, … as `PurgedRows.Kind`).
 final class WorkerMetrics: Sendable {
     private let factory: any MetricsFactory
     private let merchants = Mutex([String: MerchantMetrics]())
+    private let purged = Mutex([PurgedRows.Kind: Counter]())
 
     private struct MerchantMetrics: Sendable {
         var pushes: [DeliveryOutcome: Counter]
@@ -58,6 +61,18 @@ final class WorkerMetrics: Sendable {
         let known = merchants.withLock { Array($0.keys) }
         for merchant in Set(known).union(depths.keys) {
             metrics(of: merchant).queueDepth.record(depths[merchant] ?? 0)
+        }
+    }
+
+    func recordPurged(_ counts: [PurgedRows.Kind: Int]) {
+        for (kind, count) in counts where count > 0 {
+            let counter = purged.withLock { known in
+                if let counter = known[kind] { return counter }
+                let made = Counter(label: "orderflow_purged_rows_total", dimensions: [("kind", kind.rawValue)], factory: factory)
+                known[kind] = made
+                return made
+            }
+            counter.increment(by: count)
         }
     }
 }

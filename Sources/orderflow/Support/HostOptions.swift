@@ -67,7 +67,19 @@ struct HostOptions: ParsableArguments {
         valueName: "seconds"))
     var lease: Int = 60
 
+    @Option(help: ArgumentHelp(
+        "Purge finished orders past their retention, dead letters and tokenless devices this often (default 10m; off: never, `orderflow purge` instead).",
+        valueName: "duration"))
+    var purgeInterval: String = "10m"
+
+    /// --purge-interval as the worker takes it: nil for `off`.
+    func purgeIntervalDuration() throws -> Duration? {
+        if purgeInterval.lowercased() == "off" { return nil }
+        return try DurationArgument.parse(purgeInterval, option: "--purge-interval")
+    }
+
     func validate() throws {
+        _ = try purgeIntervalDuration()
         if let metricsPort, !(1...65535).contains(metricsPort) {
             throw ValidationError("--metrics-port must be between 1 and 65535")
         }
@@ -125,6 +137,7 @@ struct HostOptions: ParsableArguments {
             merchants: merchants.isEmpty ? .all : .only(Set(merchants)))
         if let workerID { worker.workerID = workerID }
         worker.lease = .seconds(lease)
+        worker.purgeInterval = try purgeIntervalDuration()
         return try apns.makingHost(OrderFlowHostConfiguration(
             engine: engine, apns: apns.client, worker: worker, masterKey: masterKey),
             logger: logger, metricsFactory: metricsFactory)
