@@ -79,7 +79,7 @@ struct HostOptions: ParsableArguments {
     }
 
     func validate() throws {
-        _ = try purgeIntervalDuration()
+        do { _ = try purgeIntervalDuration() } catch let error as CLIError { throw ValidationError(error.description) }
         if let metricsPort, !(1...65535).contains(metricsPort) {
             throw ValidationError("--metrics-port must be between 1 and 65535")
         }
