@@ -195,32 +195,37 @@ struct AdvanceBenchmark: AsyncParsableCommand {
     }
 
     private func runEngine(engine: OrderFlowEngine, orders: Range<Int>, executor: (any TaskExecutor)?) async throws -> Double {
-        let steps: [(String, JSONValue)] = [
-            ("accept", ["eta": "+20m"]), ("ready", [:]), ("dispatch", ["eta": "+15m", "driver": "Sam"]), ("deliver", [:]),
-        ]
-        let count = Counter()
-        let clock = ContinuousClock()
-        let deadline = clock.now + .seconds(seconds)
-        let started = clock.now
-        let tasks = self.tasks
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for task in 0..<tasks {
-                group.addTask(executorPreference: executor) {
-                    for index in stride(from: orders.lowerBound + task, to: orders.upperBound, by: tasks) {
-                        for (target, input) in steps {
-                            guard clock.now < deadline else { return }
-                            _ = try await engine.advance("bench-\(index)", to: target, input: input)
-                            count.value.add(1, ordering: .relaxed)
-                        }
+        try await advanceFoodOrders(engine: engine, prefix: "bench-", orders: orders, tasks: tasks, seconds: seconds, executor: executor)
+    }
+}
+
+/// Moves food orders `<prefix><n>` of `orders` through accept, ready, dispatch and deliver from
+/// `tasks` concurrent tasks for `seconds`: advances per second.
+func advanceFoodOrders(
+    engine: OrderFlowEngine, prefix: String, orders: Range<Int>, tasks: Int, seconds: Int, executor: (any TaskExecutor)? = nil
+) async throws -> Double {
+    let steps: [(String, JSONValue)] = [
+        ("accept", ["eta": "+20m"]), ("ready", [:]), ("dispatch", ["eta": "+15m", "driver": "Sam"]), ("deliver", [:]),
+    ]
+    let count = Counter()
+    let clock = ContinuousClock()
+    let deadline = clock.now + .seconds(seconds)
+    let started = clock.now
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for task in 0..<tasks {
+            group.addTask(executorPreference: executor) {
+                for index in stride(from: orders.lowerBound + task, to: orders.upperBound, by: tasks) {
+                    for (target, input) in steps {
+                        guard clock.now < deadline else { return }
+                        _ = try await engine.advance("\(prefix)\(index)", to: target, input: input)
+                        count.value.add(1, ordering: .relaxed)
                     }
                 }
             }
-            try await group.waitForAll()
         }
-        let elapsed = clock.now - started
-        let seconds = elapsed.asSeconds
-        return Double(count.value.load(ordering: .relaxed)) / seconds
+        try await group.waitForAll()
     }
+    return Double(count.value.load(ordering: .relaxed)) / (clock.now - started).asSeconds
 }
 
 /// Completed advances, counted from every task.

@@ -7,5 +7,6 @@ struct OrderFlowBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "orderflow-bench",
         abstract: "Measure OrderFlow against the raw limits of this machine.",
-        subcommands: [AdvanceBenchmark.self, EndToEndBenchmark.self, DeliveryBenchmark.self, HTTPBenchmark.self, BroadcastBenchmark.self])
+        subcommands: [AdvanceBenchmark.self, EndToEndBenchmark.self, DeliveryBenchmark.self, HTTPBenchmark.self, BroadcastBenchmark.self,
+                      PurgeBenchmark.self])
 }
