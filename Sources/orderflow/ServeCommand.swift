@@ -123,7 +123,9 @@ struct ServeCommand: AsyncParsableCommand {
                 guard let port = await server.listening() else { return }
                 Terminal.writeError("orderflow: serving the API on http://\(server.configuration.host):\(port) (contract: /openapi.yaml); Ctrl-C stops it")
                 for warning in warnings { Terminal.writeError("orderflow: warning: \(warning)") }
-                // As notebook servers do: a one-time link that signs a browser in to the board.
+                // As notebook servers do: a one-time link that signs a browser in to the board —
+                // for a person at the terminal, not for the files a log shipper keeps.
+                guard LogFormat.process == .text else { return }
                 do {
                     if let link = try await server.boardSignInLink(lifetime: OrderFlowEngine.boardStartLinkLifetime) {
                         Terminal.writeError("orderflow: the counter board: \(link) (works once, for \(OrderFlowEngine.boardStartLinkLifetime / 60) minutes; `orderflow board-link` prints another)")
