@@ -45,11 +45,27 @@ public struct CommandContext: Sendable {
         environment["ORDERFLOW_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? .warning
     }
 
-    /// Installs the process's log handler: text on standard error, values escaped. Called once,
-    /// by each program's `main`.
-    public static func bootstrapLogging() {
-        let level = logLevel(environment: ProcessInfo.processInfo.environment)
-        LoggingSystem.bootstrap { label in EscapingLogHandler(label: label, level: level) }
+    /// Installs the process's log handler on standard error — text with values escaped, or
+    /// JSON lines (`--log-format`, `ORDERFLOW_LOG_FORMAT`) — and returns `arguments` without
+    /// `--log-format`. Called once, by each program's `main`, before the arguments are parsed:
+    /// the format is every command's, and logging starts before a command runs.
+    ///
+    /// - Throws: `CLIError(.usage)` for a format other than `text` or `json`; the handler is
+    ///   then the text one, so that the message is read as before.
+    @discardableResult
+    public static func bootstrapLogging(arguments: [String] = []) throws -> [String] {
+        let environment = ProcessInfo.processInfo.environment
+        let level = logLevel(environment: environment)
+        let chosen: (format: LogFormat, remaining: [String])
+        do {
+            chosen = try LogFormatSetting.choose(arguments: arguments, environment: environment)
+        } catch {
+            LoggingSystem.bootstrap { label in EscapingLogHandler(label: label, level: level) }
+            throw error
+        }
+        LogFormat.process = chosen.format
+        LoggingSystem.bootstrap { label in chosen.format.handler(label: label, level: level) }
+        return chosen.remaining
     }
 
     /// A logger for a part of a command, at `ORDERFLOW_LOG_LEVEL` when set, else at

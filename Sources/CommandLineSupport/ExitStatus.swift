@@ -2,6 +2,7 @@ import ArgumentParser
 import ConsoleOutput
 import Foundation
 import LocalPostgres
+import Logging
 import OrderFlow
 import OrderFlowHTTP
 import WorkflowKit
@@ -65,7 +66,7 @@ public enum FailureReport {
     /// Prints `orderflow: …` on stderr and returns the status to exit with.
     public static func print(_ error: any Error) -> ExitStatus {
         let report = make(error)
-        for line in report.lines { Terminal.writeError(line) }
+        for line in report.lines { Terminal.writeError(line, level: .error) }
         return report.status
     }
 

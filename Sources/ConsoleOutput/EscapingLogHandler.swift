@@ -44,14 +44,8 @@ public struct EscapingLogHandler: LogHandler {
     public func log(event: LogEvent) {
         var event = event
         event.message = "\(Formatting.escaped(event.message.description))"
-        var merged = metadata
-        if let provided = metadataProvider?.get(), !provided.isEmpty { merged.merge(provided) { _, provided in provided } }
-        if let own = event.metadata { merged.merge(own) { _, line in line } }
-        if let error = event.error {
-            merged["error.message"] = "\(error)"
-            merged["error.type"] = "\(String(reflecting: type(of: error)))"
-            event.error = nil
-        }
+        let merged = LogMetadataMerge.merged(handler: metadata, provider: metadataProvider, event: event)
+        event.error = nil
         event.metadata = merged.isEmpty ? nil : merged.mapValues(Self.escaped)
         base.log(event: event)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// Where output goes and how it looks: aligned, coloured text for a person at a terminal; plain
 /// text when piped (or when `NO_COLOR` is set); JSON when a command is given `--json`.
@@ -75,9 +76,23 @@ public struct Terminal: Sendable {
         return result
     }
 
-    /// Writes a line to standard error.
-    public static func writeError(_ text: String) {
-        FileHandle.standardError.write(Data((text + "\n").utf8))
+    /// Writes a line to standard error: as it is, or under `--log-format json` as a JSON log
+    /// line (`JSONLogHandler`'s fields, logger `orderflow`) without its `orderflow: ` prefix, at
+    /// `level` — `warning` for a line that starts `warning: `.
+    public static func writeError(_ text: String, level: Logger.Level = .notice) {
+        guard LogFormat.process == .json else {
+            FileHandle.standardError.write(Data((text + "\n").utf8))
+            return
+        }
+        var message = Substring(text)
+        if message.hasPrefix("orderflow: ") { message = message.dropFirst("orderflow: ".count) }
+        var level = level
+        if message.hasPrefix("warning: ") {
+            message = message.dropFirst("warning: ".count)
+            level = max(level, .warning)
+        }
+        StandardErrorLines.write(JSONLogHandler.line(
+            timestamp: Date(), level: level, label: "orderflow", message: String(message), source: "orderflow", metadata: [:]))
     }
 
     /// Clears the screen and moves the cursor home (for `watch` on a terminal).

@@ -45,7 +45,11 @@ struct DemoCommand: AsyncParsableCommand {
 
     /// Runs the demo; a failure is one `orderflow: …` line and an exit code, as in `orderflow`.
     static func main() async {
-        CommandContext.bootstrapLogging()
+        do {
+            try CommandContext.bootstrapLogging()
+        } catch {
+            Foundation.exit(FailureReport.print(error).rawValue)
+        }
         var command: DemoCommand
         do {
             command = try parse()

@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandLineSupport
 import ConsoleOutput
 import Foundation
+import Logging
 import WorkflowKit
 
 /// `orderflow`: drive Live Activities for orders from the command line.
@@ -29,6 +30,11 @@ struct OrderFlowCommand: AsyncParsableCommand {
             else ~/.local/share/orderflow; started and migrated on first use \
             (`orderflow db status` says which, `orderflow db url` gives its URL). ORDERFLOW_MERCHANT selects the merchant (default \
             "default"); ORDERFLOW_LOG_LEVEL sets the log level (default warning).
+
+            LOGS
+            On stderr, as text for people; --log-format json (any command), or \
+            ORDERFLOW_LOG_FORMAT=json, writes one JSON object per line instead (timestamp, \
+            level, logger, message, source and the record's fields), for log shippers.
 
             OUTPUT
             Text for people: local times, aligned columns, colours on a terminal \
@@ -71,9 +77,9 @@ struct OrderFlowCommand: AsyncParsableCommand {
     /// Runs the command and turns every failure into one `orderflow: …` line and an exit code
     /// (see `ExitStatus`); help, version and completion requests print as usual.
     static func main() async {
-        CommandContext.bootstrapLogging()
         do {
-            var command = try parseAsRoot()
+            let arguments = try CommandContext.bootstrapLogging(arguments: Array(CommandLine.arguments.dropFirst()))
+            var command = try parseAsRoot(arguments)
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
@@ -114,7 +120,7 @@ struct OrderFlowCommand: AsyncParsableCommand {
             // printed whole.
             text = Formatting.maskingTokens(in: text)
             if let suggestion = subcommandSuggestion(for: message, help: help) { text += ". Did you mean '\(suggestion)'?" }
-            Terminal.writeError("orderflow: \(text.replacingOccurrences(of: "\n", with: " ")); \(help)")
+            Terminal.writeError("orderflow: \(text.replacingOccurrences(of: "\n", with: " ")); \(help)", level: .error)
             return .usage
         }
         return FailureReport.print(error)

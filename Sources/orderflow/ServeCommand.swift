@@ -65,6 +65,8 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // Taken first, before the embedded database (a child process) could inherit it.
+        let systemd = SystemdNotifier.takenFromEnvironment()
         let context = CommandContext.current()
         let logger = context.logger("orderflow.serve", defaultLevel: .info)
         // Said once the server listens (a server that cannot start says only why).
@@ -92,7 +94,7 @@ struct ServeCommand: AsyncParsableCommand {
             try await context.withEngine(engine, source: source) { engine in
                 let server = OrderFlowHTTPServer(engine: engine, configuration: configuration, logger: logger)
                 try await Self.serve(worker.metricsListener(registry: registry, logger: logger) + [server],
-                                     server: server, warnings: warnings, logger: logger)
+                                     server: server, warnings: warnings, logger: logger, systemd: systemd)
             }
         } else {
             // The worker's metrics go to the process's registry (`MetricsSystem`), shown with the rest.
@@ -101,7 +103,8 @@ struct ServeCommand: AsyncParsableCommand {
             let server = OrderFlowHTTPServer(engine: host.engine, configuration: configuration, logger: logger)
             // Stopped in reverse order: the API drains its requests first, then the worker stops.
             try await Self.serve([host, server] + worker.metricsListener(registry: registry, logger: logger),
-                                 server: server, warnings: warnings, logger: logger)
+                                 server: server, warnings: warnings, logger: logger, systemd: systemd,
+                                 workerReady: { try await host.readyForSystemd() })
         }
     }
 
@@ -114,8 +117,18 @@ struct ServeCommand: AsyncParsableCommand {
         return token
     }
 
-    /// Runs `services` until a signal, saying once where the API listens.
-    static func serve(_ services: [any Service], server: OrderFlowHTTPServer, warnings: [String] = [], logger: Logger) async throws {
+    /// Runs `services` until a signal, saying once where the API listens; tells systemd when it
+    /// serves (the API listens, and the worker, if any, reached the database) and when it stops.
+    static func serve(_ services: [any Service], server: OrderFlowHTTPServer, warnings: [String] = [], logger: Logger,
+                      systemd: SystemdNotifier? = nil, workerReady: (@Sendable () async throws -> Void)? = nil) async throws {
+        var services = services
+        if let systemd {
+            services.append(SystemdReadiness(notifier: systemd, ready: {
+                guard let port = await server.listening() else { throw CancellationError() }
+                try await workerReady?()
+                return "serving the API on \(server.configuration.host):\(port)"
+            }, logger: logger))
+        }
         let group = ServiceGroup(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
@@ -123,7 +136,9 @@ struct ServeCommand: AsyncParsableCommand {
                 guard let port = await server.listening() else { return }
                 Terminal.writeError("orderflow: serving the API on http://\(server.configuration.host):\(port) (contract: /openapi.yaml); Ctrl-C stops it")
                 for warning in warnings { Terminal.writeError("orderflow: warning: \(warning)") }
-                // As notebook servers do: a one-time link that signs a browser in to the board.
+                // As notebook servers do: a one-time link that signs a browser in to the board —
+                // for a person at the terminal, not for the files a log shipper keeps.
+                guard LogFormat.process == .text else { return }
                 do {
                     if let link = try await server.boardSignInLink(lifetime: OrderFlowEngine.boardStartLinkLifetime) {
                         Terminal.writeError("orderflow: the counter board: \(link) (works once, for \(OrderFlowEngine.boardStartLinkLifetime / 60) minutes; `orderflow board-link` prints another)")

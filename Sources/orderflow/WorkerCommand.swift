@@ -54,6 +54,8 @@ struct WorkerCommand: AsyncParsableCommand {
         @OptionGroup var host: HostOptions
 
         func run() async throws {
+            // Taken first, before the embedded database (a child process) could inherit it.
+            let systemd = SystemdNotifier.takenFromEnvironment()
             let context = CommandContext.current()
             let logger = context.logger("orderflow.worker", defaultLevel: .info)
             // The worker's metrics, on a listener of their own when asked for.
@@ -61,8 +63,14 @@ struct WorkerCommand: AsyncParsableCommand {
             let host = try await self.host.makeHost(
                 context: context, logger: logger,
                 metricsFactory: self.host.metricsListener == nil ? nil : PrometheusMetricsFactory(registry: registry))
-            let group = ServiceGroup(services: [host] + self.host.metricsListener(registry: registry, logger: logger),
-                                     gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+            var services: [any Service] = [host] + self.host.metricsListener(registry: registry, logger: logger)
+            if let systemd {
+                services.append(SystemdReadiness(notifier: systemd, ready: {
+                    try await host.readyForSystemd()
+                    return "sending pushes"
+                }, logger: logger))
+            }
+            let group = ServiceGroup(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
             try await group.run()
         }
     }

@@ -33,9 +33,13 @@ final class MerchantRouter: Sendable {
         var recorded: MerchantPushState.Status = .ok
     }
 
+    /// Where pauses are counted (`orderflow_sending_paused`); none in tests that make a router alone.
+    private let metrics: WorkerMetrics?
+
     init(configuration: WorkerConfiguration, sender: any PushSender, apps: MerchantApps?, merchantStore: MerchantStore,
-         logger: Logger) {
+         logger: Logger, metrics: WorkerMetrics? = nil) {
         self.configuration = configuration
+        self.metrics = metrics
         self.sender = sender
         self.apps = apps
         self.merchantStore = merchantStore
@@ -77,6 +81,7 @@ final class MerchantRouter: Sendable {
             return true
         }
         guard first else { return }
+        metrics?.recordSendingPaused(app: app)
         let merchants = merchantStates.withLock { states in
             Set(states.filter { $0.value.app == app }.map(\.key)).union([merchantID]).sorted()
         }
@@ -172,7 +177,10 @@ final class MerchantRouter: Sendable {
             state.heldUntil = nil
             return (state.recorded != .ok, state.app)
         }
-        if let app { announcedPauses.withLock { if !$0.isEmpty { _ = $0.remove(app) } } }
+        if let app {
+            announcedPauses.withLock { if !$0.isEmpty { _ = $0.remove(app) } }
+            metrics?.recordSendingResumed(app: app)
+        }
         if wasHeld {
             logger.info("merchant's pushes flow again", metadata: ["orderflow.merchant": "\(merchantID)"])
             await recordPushState([merchantID], .ok)

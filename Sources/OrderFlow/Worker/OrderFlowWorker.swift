@@ -66,7 +66,7 @@ public final class OrderFlowWorker: Service, Sendable {
         let store = OutboxStore(pool: pool)
         let metrics = WorkerMetrics(factory: metricsFactory ?? MetricsSystem.factory)
         let router = MerchantRouter(configuration: configuration, sender: sender, apps: apps,
-                                    merchantStore: MerchantStore(pool: pool), logger: logger)
+                                    merchantStore: MerchantStore(pool: pool), logger: logger, metrics: metrics)
         let gate = SendGate(stopping: stopping, router: router)
         let dispatcher = BatchDispatcher(
             configuration: configuration, store: store, workflows: WorkflowCache(pool: pool, logger: logger),

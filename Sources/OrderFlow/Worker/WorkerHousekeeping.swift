@@ -32,7 +32,12 @@ struct WorkerHousekeeping: Sendable {
     /// Periodically records each merchant's queue depth (`orderflow_queue_depth`).
     func sampleQueueDepth(every interval: Duration) async {
         while !Task.isCancelled {
-            if let depth = try? await store.queueDepth(merchants: configuration.merchants) { metrics.recordQueueDepth(depth) }
+            do {
+                metrics.recordQueueDepth(try await store.queueDepth(merchants: configuration.merchants))
+                metrics.recordDatabaseReachable(true)
+            } catch {
+                metrics.recordDatabaseReachable(false)
+            }
             do { try await Task.sleep(for: interval) } catch { return }
         }
     }

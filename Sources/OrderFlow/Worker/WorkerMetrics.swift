@@ -12,10 +12,24 @@ import Synchronization
 /// - `orderflow_queue_depth{merchant}`: `activity_commands` rows, sampled periodically.
 /// - `orderflow_purged_rows_total{kind}`: rows the housekeeping's purge deleted, by kind
 ///   (`orders`, `transitions`, `deliveries`, `dead_letters`, `devices`, … as `PurgedRows.Kind`).
+///
+/// And two of the worker as a whole, for alerts (deploy/prometheus/alerts.yml):
+///
+/// - `orderflow_database_reachable`: 1 when the last queue-depth sample read the database, 0
+///   when it failed.
+/// - `orderflow_sending_paused{app}`: 1 while APNs refused an app's credentials or topic and its
+///   merchants' pushes wait (`default`, `merchant:<id>`), 0 once a push went out through it.
 final class WorkerMetrics: Sendable {
     private let factory: any MetricsFactory
     private let merchants = Mutex([String: MerchantMetrics]())
     private let purged = Mutex([PurgedRows.Kind: Counter]())
+    private let databaseReachable: Gauge
+    private let pauses = Mutex(Pauses())
+
+    private struct Pauses {
+        var gauges: [String: Gauge] = [:]
+        var paused: Set<String> = []
+    }
 
     private struct MerchantMetrics: Sendable {
         var pushes: [DeliveryOutcome: Counter]
@@ -26,6 +40,39 @@ final class WorkerMetrics: Sendable {
 
     init(factory: any MetricsFactory) {
         self.factory = factory
+        databaseReachable = Gauge(label: "orderflow_database_reachable", factory: factory)
+    }
+
+    func recordDatabaseReachable(_ reachable: Bool) {
+        databaseReachable.record(reachable ? 1 : 0)
+    }
+
+    /// An app's sending paused: its gauge 1 until ``recordSendingResumed(app:)``. Labelled by
+    /// the app without its revision (`merchant:<id>`), so that the merchant's next revision
+    /// sending again clears the pause of the one it replaced.
+    func recordSendingPaused(app: String) {
+        let label = Self.pauseLabel(app)
+        let gauge = pauses.withLock { pauses in
+            pauses.paused.insert(label)
+            if let gauge = pauses.gauges[label] { return gauge }
+            let made = Gauge(label: "orderflow_sending_paused", dimensions: [("app", label)], factory: factory)
+            pauses.gauges[label] = made
+            return made
+        }
+        gauge.record(1)
+    }
+
+    /// A push went out through `app`: its pause, if any, is over. Cheap when nothing is paused.
+    func recordSendingResumed(app: String) {
+        let gauge = pauses.withLock { pauses -> Gauge? in
+            guard !pauses.paused.isEmpty, pauses.paused.remove(Self.pauseLabel(app)) != nil else { return nil }
+            return pauses.gauges[Self.pauseLabel(app)]
+        }
+        gauge?.record(0)
+    }
+
+    private static func pauseLabel(_ app: String) -> String {
+        app.firstIndex(of: "#").map { String(app[..<$0]) } ?? app
     }
 
     private func metrics(of merchantID: String) -> MerchantMetrics {

@@ -41,7 +41,7 @@ struct CLI: Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         workingDirectory = directory
         var environment = ProcessInfo.processInfo.environment
-        for key in ["ORDERFLOW_DATABASE_URL", "DATABASE_URL", "ORDERFLOW_HOME", "ORDERFLOW_MERCHANT", "ORDERFLOW_LOG_LEVEL", "NO_COLOR",
+        for key in ["ORDERFLOW_DATABASE_URL", "DATABASE_URL", "ORDERFLOW_HOME", "ORDERFLOW_MERCHANT", "ORDERFLOW_LOG_LEVEL", "ORDERFLOW_LOG_FORMAT", "NO_COLOR",
                     "ORDERFLOW_SECRET_KEY", "ORDERFLOW_SECRET_KEY_FILE"] {
             environment[key] = nil
         }

@@ -182,6 +182,7 @@ struct MerchantAppsTests {
         }
         let paused = try #require(try await stand.alphaEngine.merchants().first { $0.id == "bravo" }?.pushState)
         #expect(paused.reason?.contains("InvalidProviderToken") == true, "\(paused)")
+        #expect(Self.scrape(registry).contains(#"orderflow_sending_paused{app="merchant:bravo"} 1"#), "the pause is a metric")
         committed = [:]
         for index in 20..<40 {
             let token = EngineFixture.token(400 + index)
@@ -212,13 +213,13 @@ struct MerchantAppsTests {
             try await stand.alphaEngine.merchants().first { $0.id == "bravo" }?.pushState.status == .ok
         }
         // Metrics by merchant: bravo's refusals are its own series, alpha's sends its own.
-        var scraped: [UInt8] = []
-        registry.emit(into: &scraped)
-        let text = String(decoding: scraped, as: UTF8.self)
+        let text = Self.scrape(registry)
         for series in [#"orderflow_pushes_total{merchant="default",outcome="sent"}"#, #"orderflow_pushes_total{merchant="bravo",outcome="retry"}"#,
                        #"orderflow_pushes_total{merchant="bravo",outcome="sent"}"#] {
             #expect(text.contains(series), "no \(series) in:\n\(text)")
         }
+        #expect(text.contains(#"orderflow_sending_paused{app="merchant:bravo"} 0"#), "sending again ends the pause's metric:\n\(text)")
+        #expect(!text.contains(#"orderflow_sending_paused{app="default"}"#), "the default app was never paused")
         let alphaRetries = text.split(separator: "\n").first { $0.hasPrefix(#"orderflow_pushes_total{merchant="default",outcome="retry"}"#) }
         #expect(alphaRetries.map { $0.hasSuffix(" 0") } ?? true, "alpha had no refusals: \(alphaRetries ?? "")")
         try await worker.stop()
@@ -226,6 +227,12 @@ struct MerchantAppsTests {
     }
 
     /// The push that shows an alpha order as preparing (its `accept`), if it arrived.
+    static func scrape(_ registry: PrometheusCollectorRegistry) -> String {
+        var scraped: [UInt8] = []
+        registry.emit(into: &scraped)
+        return String(decoding: scraped, as: UTF8.self)
+    }
+
     static func preparingPush(_ apns: LocalAPNSServer, token: String) -> LocalAPNSPush? {
         apns.pushes(forToken: token).first { $0.aps?["content-state"]?["status"]?.stringValue == "preparing" }
     }
