@@ -52,14 +52,14 @@ final class ReplicaClient: Sendable {
 
     /// `call`, repeated while its fate is unknown (at most 30 s).
     func retrying(_ method: HTTPMethod, _ url: String, body: String? = nil, apiKey: String?,
-                  idempotencyKey: String? = nil) async throws -> Answer {
+                  idempotencyKey: String? = nil, contentType: String = "application/json") async throws -> Answer {
         let deadline = ContinuousClock.now + .seconds(30)
         var attempts = 0
         while true {
             attempts += 1
             if attempts == 2 { retried.add(1, ordering: .relaxed) }
             do {
-                let answer = try await call(method, url, body: body, apiKey: apiKey, idempotencyKey: idempotencyKey)
+                let answer = try await call(method, url, body: body, apiKey: apiKey, idempotencyKey: idempotencyKey, contentType: contentType)
                 if ![502, 503, 504].contains(answer.status) || ContinuousClock.now > deadline { return answer }
             } catch where ContinuousClock.now < deadline {
                 // No answer: the request may or may not have been done; the key makes a retry safe.
