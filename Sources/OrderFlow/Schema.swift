@@ -28,6 +28,20 @@ public enum Schema {
         }
     }
 
+    /// Refuses a database reached through a connection pooler in transaction pooling
+    /// (PgBouncer's `pool_mode = transaction`): the engine keeps per session what such a pooler
+    /// hands to other clients between transactions — prepared statements, the worker's LISTEN,
+    /// the migrations' advisory lock. A direct connection, or a pooler in session pooling,
+    /// passes. Long-running processes ask once, at start (two short connections).
+    /// - Throws: `OrderFlowError.invalidConfiguration` naming the supported setups.
+    public static func checkSessionsAreKept(_ configuration: DatabaseConfiguration) async throws {
+        try await translatingErrors {
+            guard try await PostgresConnection.sharesSessionsBetweenTransactions(configuration) else { return }
+            throw OrderFlowError(.invalidConfiguration,
+                "the database URL leads through a connection pooler in transaction pooling (such as PgBouncer's pool_mode = transaction), which OrderFlow cannot use because it keeps prepared statements, LISTEN and advisory locks per session: connect to PostgreSQL directly, or through PgBouncer in session pooling (pool_mode = session)")
+        }
+    }
+
     /// Where a database's schema stands against the one this OrderFlow needs.
     public struct Status: Sendable, Equatable {
         /// The newest migration applied to the database; 0 when it has no OrderFlow schema.

@@ -271,7 +271,7 @@ struct APIKeyCommand: AsyncParsableCommand {
 
     struct Revoke: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Revoke an API key: it stops working at once.",
+            abstract: "Revoke an API key: every running server refuses it within a second.",
             discussion: """
                 Example:
                   orderflow api-key revoke --merchant luigis 3kf9x2mqa7

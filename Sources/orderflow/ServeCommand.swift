@@ -87,6 +87,7 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.publicURL = publicURL
         if noWorker {
             let (database, source) = try await context.databaseConfiguration()
+            try await Schema.checkSessionsAreKept(database)
             var engine = OrderFlowConfiguration(database: database, maximumConnections: worker.connections)
             engine.cachedOrders = worker.cachedOrders
             engine.deviceCredentials = deviceCredentials

@@ -116,6 +116,7 @@ struct HostOptions: ParsableArguments {
         if let warning = apns.keyPermissionWarning { Terminal.writeError("orderflow: warning: \(warning)") }
 
         let (database, source) = try await context.databaseConfiguration()
+        try await Schema.checkSessionsAreKept(database)
         var engine = OrderFlowConfiguration(database: database, merchantID: merchantID, maximumConnections: connections)
         engine.acquireTimeout = .seconds(30)
         engine.cachedOrders = cachedOrders
