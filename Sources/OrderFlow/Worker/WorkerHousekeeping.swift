@@ -43,7 +43,8 @@ struct WorkerHousekeeping: Sendable {
     }
 
     /// Purges the worker's merchants' rows that ``WorkerConfiguration/retention`` says are old
-    /// enough, at start and then every `interval` (`orderflow_purged_rows_total`). Several
+    /// enough, at start and then every `interval` (`orderflow_purged_rows_total`, and
+    /// `orderflow_purge_last_success_timestamp_seconds` after each complete run). Several
     /// workers purging at once share the work.
     func purge(every interval: Duration) async {
         var policy = configuration.retention
@@ -52,6 +53,7 @@ struct WorkerHousekeeping: Sendable {
         while !Task.isCancelled {
             do {
                 let purged = try await purger.run { metrics.recordPurged($0) }
+                metrics.recordPurgeSucceeded()
                 if purged.total > 0 {
                     logger.info("purged rows past their retention", metadata: [
                         "orderflow.purged": "\(purged.total)", "orderflow.orders": "\(purged[.orders])",

@@ -1,3 +1,4 @@
+import Foundation
 import Metrics
 import Synchronization
 
@@ -12,6 +13,8 @@ import Synchronization
 /// - `orderflow_queue_depth{merchant}`: `activity_commands` rows, sampled periodically.
 /// - `orderflow_purged_rows_total{kind}`: rows the housekeeping's purge deleted, by kind
 ///   (`orders`, `transitions`, `deliveries`, `dead_letters`, `devices`, … as `PurgedRows.Kind`).
+/// - `orderflow_purge_last_success_timestamp_seconds`: when the purge last ran to its end (Unix
+///   time), whether or not anything was due: a quiet shop purges nothing, a stuck purge stops this.
 ///
 /// And two of the worker as a whole, for alerts (deploy/prometheus/alerts.yml):
 ///
@@ -24,6 +27,7 @@ final class WorkerMetrics: Sendable {
     private let merchants = Mutex([String: MerchantMetrics]())
     private let purged = Mutex([PurgedRows.Kind: Counter]())
     private let databaseReachable: Gauge
+    private let purgeSucceeded: Gauge
     private let pauses = Mutex(Pauses())
 
     private struct Pauses {
@@ -41,6 +45,7 @@ final class WorkerMetrics: Sendable {
     init(factory: any MetricsFactory) {
         self.factory = factory
         databaseReachable = Gauge(label: "orderflow_database_reachable", factory: factory)
+        purgeSucceeded = Gauge(label: "orderflow_purge_last_success_timestamp_seconds", factory: factory)
     }
 
     func recordDatabaseReachable(_ reachable: Bool) {
@@ -109,6 +114,10 @@ final class WorkerMetrics: Sendable {
         for merchant in Set(known).union(depths.keys) {
             metrics(of: merchant).queueDepth.record(depths[merchant] ?? 0)
         }
+    }
+
+    func recordPurgeSucceeded(at date: Date = Date()) {
+        purgeSucceeded.record(date.timeIntervalSince1970)
     }
 
     func recordPurged(_ counts: [PurgedRows.Kind: Int]) {
