@@ -17,7 +17,7 @@ extension OrderFlowEngine {
             let forgotten = try await erasureStore.forgetDevice(deviceID)
             guard forgotten.existed else { throw Self.unknownDevice(deviceID) }
             guard !forgotten.leasedOrders.isEmpty else { return }
-            let deadline = ContinuousClock.now + .seconds(65)
+            let deadline = ContinuousClock.now + Self.leaseWait
             while ContinuousClock.now < deadline, try await erasureStore.anyLeased(forgotten.leasedOrders) {
                 try await Task.sleep(for: .milliseconds(50))
             }
@@ -56,16 +56,32 @@ extension OrderFlowEngine {
             guard let row = try await orderStore.snapshotRow(orderID: orderID) else { throw Self.orderNotFound(orderID) }
             let workflow = try await workflows.workflow(named: try row.decode("workflow_name"), version: try row.decode("workflow_version"))
             orderCache.forget(orderID)
-            guard let outcome = try await erasureStore.redactOrder(orderID, finalStates: workflow.finalStates) else {
-                throw Self.orderNotFound(orderID)
-            }
-            guard outcome.redacted else {
-                throw OrderFlowError(.conflict,
-                    "order \(Self.shown(orderID)) is \(Self.shown(outcome.state)), not finished; nothing was redacted. Cancel it first (or let it finish), then redact it",
-                    orderID: orderID, currentState: outcome.state)
+            let deadline = ContinuousClock.now + Self.leaseWait
+            while true {
+                switch try await erasureStore.redactOrder(orderID, finalStates: workflow.finalStates) {
+                case .redacted:
+                    return
+                case .notFound:
+                    throw Self.orderNotFound(orderID)
+                case .live(let state):
+                    throw OrderFlowError(.conflict,
+                        "order \(Self.shown(orderID)) is \(Self.shown(state)), not finished; nothing was redacted. Cancel it first (or let it finish), then redact it",
+                        orderID: orderID, currentState: state)
+                case .leased:
+                    // A worker is sending the order's last pushes: redacted once it recorded them.
+                    guard ContinuousClock.now < deadline else {
+                        throw OrderFlowError(.conflict, "a worker is still sending order \(Self.shown(orderID))'s pushes; nothing was redacted. Try again in a minute",
+                                             remedy: .retry, orderID: orderID)
+                    }
+                    try await Task.sleep(for: .milliseconds(50))
+                }
             }
         }
     }
+
+    /// How long an erasure waits for a worker's lease on an order: the workers' default lease,
+    /// and a little more.
+    static let leaseWait: Duration = .seconds(65)
 
     static func unknownDevice(_ deviceID: String) -> OrderFlowError {
         OrderFlowError(.notFound, "device \(shown(deviceID)) is not known (never registered, or forgotten already); nothing was forgotten")

@@ -23,14 +23,18 @@ struct ErasureStore: Sendable {
     /// unties its deliveries from it, in one transaction.
     func forgetDevice(_ deviceID: String) async throws -> Forgotten {
         try await pool.transaction { [merchantID] connection -> Forgotten in
+            // The device's orders, locked in key order (as advances lock them): a claim skips a
+            // locked order, so no worker takes the device's tokens from here on; one that took
+            // them before holds a lease, awaited by the caller.
             let leased: [String] = try await connection.query(PostgresQuery("""
-                SELECT o.order_id FROM orders o
-                WHERE o.merchant_id = $1 AND o.dispatch_lease_until > now()
+                SELECT o.order_id, o.dispatch_lease_until > now() AS leased FROM orders o
+                WHERE o.merchant_id = $1
                   AND (EXISTS (SELECT 1 FROM order_followers f
                                WHERE f.merchant_id = o.merchant_id AND f.order_id = o.order_id AND f.device_id = $2)
                        OR EXISTS (SELECT 1 FROM activities a
                                   WHERE a.merchant_id = o.merchant_id AND a.order_id = o.order_id AND a.device_id = $2))
-                """, merchantID, deviceID)).map { try $0.decode("order_id") }
+                ORDER BY o.order_id FOR UPDATE OF o
+                """, merchantID, deviceID)).filter { try $0.decode("leased", as: Bool?.self) == true }.map { try $0.decode("order_id") }
             let row = try await connection.query(PostgresQuery("""
                 WITH tokens AS (
                     DELETE FROM push_to_start_tokens WHERE merchant_id = $1 AND device_id = $2 RETURNING 1
@@ -71,15 +75,18 @@ struct ErasureStore: Sendable {
     /// Replaces the order's personal data with redactions, keeping its shape, in one
     /// transaction: its attributes and content, its transitions' inputs and renderings, its
     /// deliveries' alert titles, its activities' tokens; its queued commands are dropped, so
-    /// nothing more is sent for it. Only while the order is in one of `finalStates` (checked
-    /// under the row's lock): nil when the order does not exist, else the state it is in and
-    /// whether it was redacted.
-    func redactOrder(_ orderID: String, finalStates: Set<String>) async throws -> (state: String, redacted: Bool)? {
-        try await pool.transaction { [merchantID] connection -> (state: String, redacted: Bool)? in
-            guard let state: String = try await connection.query(PostgresQuery(
-                "SELECT state FROM orders WHERE merchant_id = $1 AND order_id = $2 FOR UPDATE", merchantID, orderID)
-            ).first?.decode("state") else { return nil }
-            guard finalStates.contains(state) else { return (state, false) }
+    /// nothing more is sent for it. Only while the order is in one of `finalStates` and no
+    /// worker holds its lease (both checked under the row's lock).
+    func redactOrder(_ orderID: String, finalStates: Set<String>) async throws -> RedactOutcome {
+        try await pool.transaction { [merchantID] connection -> RedactOutcome in
+            // Locked: a claim skips the order from here on, and its commands are deleted below.
+            guard let row = try await connection.query(PostgresQuery("""
+                SELECT state, dispatch_lease_until > now() AS leased FROM orders WHERE merchant_id = $1 AND order_id = $2 FOR UPDATE
+                """, merchantID, orderID)).first else { return .notFound }
+            let state: String = try row.decode("state")
+            guard finalStates.contains(state) else { return .live(state: state) }
+            // A worker sending the order's pushes would record them after the redaction.
+            guard try row.decode("leased", as: Bool?.self) != true else { return .leased }
             try await connection.query(PostgresQuery("""
                 WITH flag AS (
                     SELECT set_config('orderflow.redacting', 'on', true)
@@ -107,7 +114,12 @@ struct ErasureStore: Sendable {
                                 ELSE '{}'::jsonb END
                 WHERE merchant_id = $1 AND order_id = $2
                 """, merchantID, orderID))
-            return (state, true)
+            return .redacted
         }
+    }
+
+    enum RedactOutcome: Sendable {
+        case notFound, redacted, leased
+        case live(state: String)
     }
 }
