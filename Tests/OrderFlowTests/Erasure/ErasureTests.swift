@@ -163,4 +163,44 @@ struct ErasureTests {
         try await fixture.engine.forgetAppDevice("anna-iphone", credential: anna.credential)
         #expect(try await fixture.engine.order("O1").activities.isEmpty)
     }
+
+    /// What a worker's record does once its push is answered: the delivery, then the lease ends.
+    static func recordInFlightPush(_ pool: PostgresPool, order: String, device: String, alert: String) async throws {
+        try await pool.query(PostgresQuery("""
+            INSERT INTO deliveries (merchant_id, order_id, device_id, seq, event, token_kind, token_suffix, priority, alert_title, outcome)
+            VALUES ('default', $1, $2, 1, 'update', 'activity', 'abcdef12', 10, $3, 'sent')
+            """, order, device, alert))
+        try await pool.query(PostgresQuery(
+            "UPDATE orders SET dispatch_lease_until = NULL, dispatch_owner = NULL WHERE order_id = $1", order))
+    }
+
+    @Test func anErasureAwaitsAPushAWorkerIsSending() async throws {
+        let fixture = try await EngineFixture.make()
+        defer { Task { await fixture.shutdown() } }
+        let pool = fixture.engine.pool
+        _ = try await fixture.createFoodOrder("L1")
+        try await fixture.engine.follow(orderID: "L1", deviceID: "zeb-iphone")
+        _ = try await fixture.engine.cancel("L1")
+        let lease = PostgresQuery(
+            "UPDATE orders SET dispatch_lease_until = now() + interval '20 seconds', dispatch_owner = 'w1' WHERE order_id = 'L1'")
+
+        // A worker holds the order's lease while its push to the device is out.
+        try await pool.query(lease)
+        let forgetting = Task { try await fixture.engine.forgetDevice("zeb-iphone") }
+        try await Task.sleep(for: .milliseconds(300))
+        try await Self.recordInFlightPush(pool, order: "L1", device: "zeb-iphone", alert: "Order L1 is ready")
+        try await forgetting.value
+        let devices: [String] = try await pool.query(PostgresQuery("SELECT device_id FROM deliveries WHERE order_id = 'L1'"))
+            .map { try $0.decode("device_id") }
+        #expect(devices == ["(forgotten)"], "the push recorded after the forget is untied from the device")
+
+        try await pool.query(lease)
+        let redacting = Task { try await fixture.engine.redactOrder("L1") }
+        try await Task.sleep(for: .milliseconds(300))
+        try await Self.recordInFlightPush(pool, order: "L1", device: "zeb-ipad", alert: "Order L1 was cancelled")
+        try await redacting.value
+        let titles: [String] = try await pool.query(PostgresQuery("SELECT alert_title FROM deliveries WHERE order_id = 'L1'"))
+            .map { try $0.decode("alert_title") }
+        #expect(titles == ["(redacted)", "(redacted)"], "the push recorded while the redaction waited is redacted too")
+    }
 }
