@@ -309,7 +309,7 @@ struct OrderFlowAPI: APIProtocol {
     /// Runs `body` with the engine of the request's merchant; any error becomes a problem response.
     /// With `device`, a call on a client secret's authority must also be let change that device
     /// (``OrderFlowEngine/authorizeAppDevice(_:credential:)``); the merchant's key always may.
-    private func respond<Output>(
+    func respond<Output>(
         _ problem: (Int, Components.Responses.Problem) -> Output, access: Access = .merchant, device: String? = nil,
         _ body: (OrderFlowEngine) async throws -> Output
     ) async -> Output {

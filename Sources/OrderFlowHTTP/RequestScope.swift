@@ -177,7 +177,7 @@ struct MerchantAuthentication<Context: RequestContext>: RouterMiddleware {
         let segments = Array(parts)
         guard segments.count >= 2, segments[0] == "v1", segments.allSatisfy({ !$0.isEmpty }) else { return false }
         switch (method, segments.count, segments[1]) {
-        case (.post, 2, "devices"):
+        case (.post, 2, "devices"), (.delete, 3, "devices"):
             return true
         case (.get, 3, "orders"):
             return true

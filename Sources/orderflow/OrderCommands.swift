@@ -9,7 +9,7 @@ import WorkflowKit
 struct OrderCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "order",
-        abstract: "Create orders.",
+        abstract: "Create orders; redact finished ones.",
         discussion: """
             An order follows the newest version of its workflow from the workflow's initial \
             state; `advance`, `cancel`, `show` and `list` work on orders once they exist.
@@ -18,7 +18,7 @@ struct OrderCommand: AsyncParsableCommand {
               orderflow order create 1042 --workflow food-order \\
                 --attr merchantName="Luigi's" --attr orderNumber=1042 --attr itemCount=3
             """,
-        subcommands: [Create.self])
+        subcommands: [Create.self, RedactOrder.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

@@ -136,6 +136,17 @@ extension APIProtocol {
         )
         try transport.register(
             {
+                try await server.redactOrder(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .post,
+            path: server.apiPathComponentsWithServerPrefix("/v1/orders/{id}/redact")
+        )
+        try transport.register(
+            {
                 try await server.followOrder(
                     request: $0,
                     body: $1,
@@ -188,6 +199,17 @@ extension APIProtocol {
             },
             method: .post,
             path: server.apiPathComponentsWithServerPrefix("/v1/devices")
+        )
+        try transport.register(
+            {
+                try await server.forgetDevice(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .delete,
+            path: server.apiPathComponentsWithServerPrefix("/v1/devices/{device}")
         )
         try transport.register(
             {
@@ -1237,6 +1259,77 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
             }
         )
     }
+    /// Erases a finished order's personal data on the customer's request, keeping its shape.
+    ///
+    /// Replaces the order's attributes, content, every transition's input and rendered content
+    /// and alert, and its deliveries' alert titles with redactions (strings "(redacted)",
+    /// numbers 0; keys, booleans and nulls stay); drops its activities' tokens and its queued
+    /// pushes. Its id, states, sequence numbers, times and counts stay. Only for a finished
+    /// order (409 for a live one: cancel it first). Redacting again answers 204 and changes
+    /// nothing. The merchant's API key only.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/orders/{id}/redact`.
+    /// - Remark: Generated from `#/paths//v1/orders/{id}/redact/post(redactOrder)`.
+    func redactOrder(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.RedactOrder.id,
+            using: {
+                APIHandler.redactOrder($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let path: Operations.RedactOrder.Input.Path = .init(id: try converter.getPathParameterAsURI(
+                    in: metadata.pathParameters,
+                    name: "id",
+                    as: Components.Parameters.OrderID.self
+                ))
+                let headers: Operations.RedactOrder.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.RedactOrder.Input(
+                    path: path,
+                    headers: headers
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .noContent(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 204)
+                    suppressMutabilityWarning(&response)
+                    return (response, nil)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    try converter.setHeaderFieldAsURI(
+                        in: &response.headerFields,
+                        name: "Retry-After",
+                        value: value.headers.retryAfter
+                    )
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .applicationProblemJson(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/problem+json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/problem+json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
     /// Sends the order's updates to a device (harmless twice).
     ///
     /// - Remark: HTTP `PUT /v1/orders/{id}/followers/{device}`.
@@ -1669,6 +1762,77 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                         )
                     }
                     return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    try converter.setHeaderFieldAsURI(
+                        in: &response.headerFields,
+                        name: "Retry-After",
+                        value: value.headers.retryAfter
+                    )
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .applicationProblemJson(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/problem+json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/problem+json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Forgets a device on the customer's request.
+    ///
+    /// Deletes the device's push-to-start and alert tokens, its follows, its activities with
+    /// their tokens, the pushes queued for it and its credential; its past deliveries stay
+    /// counted in their orders under the device "(forgotten)". The merchant's API key, or the
+    /// app with an order's client secret and this device's own credential. Without that
+    /// credential, with another device's, or for another merchant's device the answer is the
+    /// 404 of an unknown device, and nothing changes; so is a second call.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/devices/{device}`.
+    /// - Remark: Generated from `#/paths//v1/devices/{device}/delete(forgetDevice)`.
+    func forgetDevice(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.ForgetDevice.id,
+            using: {
+                APIHandler.forgetDevice($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let path: Operations.ForgetDevice.Input.Path = .init(device: try converter.getPathParameterAsURI(
+                    in: metadata.pathParameters,
+                    name: "device",
+                    as: Components.Parameters.DeviceID.self
+                ))
+                let headers: Operations.ForgetDevice.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.ForgetDevice.Input(
+                    path: path,
+                    headers: headers
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .noContent(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 204)
+                    suppressMutabilityWarning(&response)
+                    return (response, nil)
                 case let .`default`(statusCode, value):
                     suppressUnusedWarning(value)
                     var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)

@@ -1774,6 +1774,147 @@ internal enum Operations {
             }
         }
     }
+    /// Erases a finished order's personal data on the customer's request, keeping its shape.
+    ///
+    /// Replaces the order's attributes, content, every transition's input and rendered content
+    /// and alert, and its deliveries' alert titles with redactions (strings "(redacted)",
+    /// numbers 0; keys, booleans and nulls stay); drops its activities' tokens and its queued
+    /// pushes. Its id, states, sequence numbers, times and counts stay. Only for a finished
+    /// order (409 for a live one: cancel it first). Redacting again answers 204 and changes
+    /// nothing. The merchant's API key only.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/orders/{id}/redact`.
+    /// - Remark: Generated from `#/paths//v1/orders/{id}/redact/post(redactOrder)`.
+    internal enum RedactOrder {
+        internal static let id: Swift.String = "redactOrder"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/orders/{id}/redact/POST/path`.
+            internal struct Path: Sendable, Hashable {
+                /// Ids, names and keys: 1 to 200 ASCII letters, digits and `- _ . : @ # / + = ~`.
+                ///
+                /// - Remark: Generated from `#/paths/v1/orders/{id}/redact/POST/path/id`.
+                internal var id: Components.Parameters.OrderID
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - id: Ids, names and keys: 1 to 200 ASCII letters, digits and `- _ . : @ # / + = ~`.
+                internal init(id: Components.Parameters.OrderID) {
+                    self.id = id
+                }
+            }
+            internal var path: Operations.RedactOrder.Input.Path
+            /// - Remark: Generated from `#/paths/v1/orders/{id}/redact/POST/header`.
+            internal struct Headers: Sendable, Hashable {
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RedactOrder.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                internal init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RedactOrder.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.RedactOrder.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            internal init(
+                path: Operations.RedactOrder.Input.Path,
+                headers: Operations.RedactOrder.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct NoContent: Sendable, Hashable {
+                /// Creates a new `NoContent`.
+                internal init() {}
+            }
+            /// Redacted (or redacted already).
+            ///
+            /// - Remark: Generated from `#/paths//v1/orders/{id}/redact/post(redactOrder)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            case noContent(Operations.RedactOrder.Output.NoContent)
+            /// Redacted (or redacted already).
+            ///
+            /// - Remark: Generated from `#/paths//v1/orders/{id}/redact/post(redactOrder)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            internal static var noContent: Self {
+                .noContent(.init())
+            }
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            internal var noContent: Operations.RedactOrder.Output.NoContent {
+                get throws {
+                    switch self {
+                    case let .noContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "noContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// What went wrong, and what to do (RFC 9457).
+            ///
+            /// - Remark: Generated from `#/paths//v1/orders/{id}/redact/post(redactOrder)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            internal var `default`: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case applicationProblemJson
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
     /// Sends the order's updates to a device (harmless twice).
     ///
     /// - Remark: HTTP `PUT /v1/orders/{id}/followers/{device}`.
@@ -2557,6 +2698,145 @@ internal enum Operations {
             internal static var allCases: [Self] {
                 [
                     .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// Forgets a device on the customer's request.
+    ///
+    /// Deletes the device's push-to-start and alert tokens, its follows, its activities with
+    /// their tokens, the pushes queued for it and its credential; its past deliveries stay
+    /// counted in their orders under the device "(forgotten)". The merchant's API key, or the
+    /// app with an order's client secret and this device's own credential. Without that
+    /// credential, with another device's, or for another merchant's device the answer is the
+    /// 404 of an unknown device, and nothing changes; so is a second call.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/devices/{device}`.
+    /// - Remark: Generated from `#/paths//v1/devices/{device}/delete(forgetDevice)`.
+    internal enum ForgetDevice {
+        internal static let id: Swift.String = "forgetDevice"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/devices/{device}/DELETE/path`.
+            internal struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/devices/{device}/DELETE/path/device`.
+                internal var device: Components.Parameters.DeviceID
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - device:
+                internal init(device: Components.Parameters.DeviceID) {
+                    self.device = device
+                }
+            }
+            internal var path: Operations.ForgetDevice.Input.Path
+            /// - Remark: Generated from `#/paths/v1/devices/{device}/DELETE/header`.
+            internal struct Headers: Sendable, Hashable {
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ForgetDevice.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                internal init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ForgetDevice.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.ForgetDevice.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            internal init(
+                path: Operations.ForgetDevice.Input.Path,
+                headers: Operations.ForgetDevice.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct NoContent: Sendable, Hashable {
+                /// Creates a new `NoContent`.
+                internal init() {}
+            }
+            /// Forgotten.
+            ///
+            /// - Remark: Generated from `#/paths//v1/devices/{device}/delete(forgetDevice)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            case noContent(Operations.ForgetDevice.Output.NoContent)
+            /// Forgotten.
+            ///
+            /// - Remark: Generated from `#/paths//v1/devices/{device}/delete(forgetDevice)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            internal static var noContent: Self {
+                .noContent(.init())
+            }
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            internal var noContent: Operations.ForgetDevice.Output.NoContent {
+                get throws {
+                    switch self {
+                    case let .noContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "noContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// What went wrong, and what to do (RFC 9457).
+            ///
+            /// - Remark: Generated from `#/paths//v1/devices/{device}/delete(forgetDevice)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            internal var `default`: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case applicationProblemJson
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
                     .applicationProblemJson
                 ]
             }

@@ -62,6 +62,19 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/orders/{id}/cancel`.
     /// - Remark: Generated from `#/paths//v1/orders/{id}/cancel/post(cancelOrder)`.
     func cancelOrder(_ input: Operations.CancelOrder.Input) async throws -> Operations.CancelOrder.Output
+    /// Erases a finished order's personal data on the customer's request, keeping its shape.
+    ///
+    /// Replaces the order's attributes, content, every transition's input and rendered content
+    /// and alert, and its deliveries' alert titles with redactions (strings "(redacted)",
+    /// numbers 0; keys, booleans and nulls stay); drops its activities' tokens and its queued
+    /// pushes. Its id, states, sequence numbers, times and counts stay. Only for a finished
+    /// order (409 for a live one: cancel it first). Redacting again answers 204 and changes
+    /// nothing. The merchant's API key only.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/orders/{id}/redact`.
+    /// - Remark: Generated from `#/paths//v1/orders/{id}/redact/post(redactOrder)`.
+    func redactOrder(_ input: Operations.RedactOrder.Input) async throws -> Operations.RedactOrder.Output
     /// Sends the order's updates to a device (harmless twice).
     ///
     /// - Remark: HTTP `PUT /v1/orders/{id}/followers/{device}`.
@@ -107,6 +120,19 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/devices`.
     /// - Remark: Generated from `#/paths//v1/devices/post(registerDevice)`.
     func registerDevice(_ input: Operations.RegisterDevice.Input) async throws -> Operations.RegisterDevice.Output
+    /// Forgets a device on the customer's request.
+    ///
+    /// Deletes the device's push-to-start and alert tokens, its follows, its activities with
+    /// their tokens, the pushes queued for it and its credential; its past deliveries stay
+    /// counted in their orders under the device "(forgotten)". The merchant's API key, or the
+    /// app with an order's client secret and this device's own credential. Without that
+    /// credential, with another device's, or for another merchant's device the answer is the
+    /// 404 of an unknown device, and nothing changes; so is a second call.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/devices/{device}`.
+    /// - Remark: Generated from `#/paths//v1/devices/{device}/delete(forgetDevice)`.
+    func forgetDevice(_ input: Operations.ForgetDevice.Input) async throws -> Operations.ForgetDevice.Output
     /// The device's push-to-start token for an `ActivityAttributes` type.
     ///
     /// - Remark: HTTP `PUT /v1/devices/{device}/push-to-start-tokens/{attributesType}`.
@@ -295,6 +321,27 @@ extension APIProtocol {
             body: body
         ))
     }
+    /// Erases a finished order's personal data on the customer's request, keeping its shape.
+    ///
+    /// Replaces the order's attributes, content, every transition's input and rendered content
+    /// and alert, and its deliveries' alert titles with redactions (strings "(redacted)",
+    /// numbers 0; keys, booleans and nulls stay); drops its activities' tokens and its queued
+    /// pushes. Its id, states, sequence numbers, times and counts stay. Only for a finished
+    /// order (409 for a live one: cancel it first). Redacting again answers 204 and changes
+    /// nothing. The merchant's API key only.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/orders/{id}/redact`.
+    /// - Remark: Generated from `#/paths//v1/orders/{id}/redact/post(redactOrder)`.
+    internal func redactOrder(
+        path: Operations.RedactOrder.Input.Path,
+        headers: Operations.RedactOrder.Input.Headers = .init()
+    ) async throws -> Operations.RedactOrder.Output {
+        try await redactOrder(Operations.RedactOrder.Input(
+            path: path,
+            headers: headers
+        ))
+    }
     /// Sends the order's updates to a device (harmless twice).
     ///
     /// - Remark: HTTP `PUT /v1/orders/{id}/followers/{device}`.
@@ -382,6 +429,27 @@ extension APIProtocol {
         try await registerDevice(Operations.RegisterDevice.Input(
             headers: headers,
             body: body
+        ))
+    }
+    /// Forgets a device on the customer's request.
+    ///
+    /// Deletes the device's push-to-start and alert tokens, its follows, its activities with
+    /// their tokens, the pushes queued for it and its credential; its past deliveries stay
+    /// counted in their orders under the device "(forgotten)". The merchant's API key, or the
+    /// app with an order's client secret and this device's own credential. Without that
+    /// credential, with another device's, or for another merchant's device the answer is the
+    /// 404 of an unknown device, and nothing changes; so is a second call.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/devices/{device}`.
+    /// - Remark: Generated from `#/paths//v1/devices/{device}/delete(forgetDevice)`.
+    internal func forgetDevice(
+        path: Operations.ForgetDevice.Input.Path,
+        headers: Operations.ForgetDevice.Input.Headers = .init()
+    ) async throws -> Operations.ForgetDevice.Output {
+        try await forgetDevice(Operations.ForgetDevice.Input(
+            path: path,
+            headers: headers
         ))
     }
     /// The device's push-to-start token for an `ActivityAttributes` type.
