@@ -8,5 +8,5 @@ struct OrderFlowBench: AsyncParsableCommand {
         commandName: "orderflow-bench",
         abstract: "Measure OrderFlow against the raw limits of this machine.",
         subcommands: [AdvanceBenchmark.self, EndToEndBenchmark.self, DeliveryBenchmark.self, HTTPBenchmark.self, BroadcastBenchmark.self,
-                      PurgeBenchmark.self])
+                      PurgeBenchmark.self, PartitionBenchmark.self])
 }

@@ -29,22 +29,30 @@ $$;
 -- The finished orders older than their merchant's retention (else `default_retention`) that
 -- nothing is still being done for: no live lease, no activity command waiting (an end push in
 -- backoff, a broadcast channel waiting to be deleted at APNs). Each final state of each
--- workflow version is one range of the index `orders_by_state`. The purge locks what it takes
--- (`FOR UPDATE SKIP LOCKED`); a dry run counts.
+-- workflow version is one range of the index `orders_by_state`, up to its merchant's cutoff.
+-- The purge locks what it takes (`FOR UPDATE SKIP LOCKED`); a dry run counts.
 CREATE FUNCTION orderflow_finished_orders(default_retention interval, merchants text[])
 RETURNS TABLE (merchant_id text, order_id text)
 LANGUAGE sql STABLE AS $$
     SELECT o.merchant_id, o.order_id
     FROM workflow_versions w
     CROSS JOIN LATERAL jsonb_array_elements(w.definition -> 'states') AS s(state)
-    LEFT JOIN merchants m ON m.merchant_id = w.merchant_id
-    JOIN orders o ON o.merchant_id = w.merchant_id AND o.workflow_name = w.name AND o.state = s.state ->> 'name'
-                 AND o.state_entered_at < now() - coalesce(m.retention, default_retention)
-                 AND o.workflow_version = w.version
+    CROSS JOIN LATERAL (
+        SELECT now() - coalesce((SELECT m.retention FROM merchants m WHERE m.merchant_id = w.merchant_id),
+                                default_retention) AS cutoff
+    ) r
+    -- One index range per final state (OFFSET 0 keeps the probe from being flattened into a
+    -- join, which would read every order and only then compare its age with its merchant's).
+    CROSS JOIN LATERAL (
+        SELECT o.merchant_id, o.order_id FROM orders o
+        WHERE o.merchant_id = w.merchant_id AND o.workflow_name = w.name AND o.state = s.state ->> 'name'
+          AND o.state_entered_at < r.cutoff AND o.workflow_version = w.version
+          AND (o.dispatch_lease_until IS NULL OR o.dispatch_lease_until < now())
+          AND NOT EXISTS (SELECT FROM activity_commands c WHERE c.merchant_id = o.merchant_id AND c.order_id = o.order_id)
+        OFFSET 0
+    ) o
     WHERE (s.state ->> 'final')::boolean
       AND (merchants IS NULL OR w.merchant_id = ANY(merchants))
-      AND (o.dispatch_lease_until IS NULL OR o.dispatch_lease_until < now())
-      AND NOT EXISTS (SELECT FROM activity_commands c WHERE c.merchant_id = o.merchant_id AND c.order_id = o.order_id)
 $$;
 
 -- Devices without a token left since before `cutoff`, and that follow no order: no live alert
