@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandLineSupport
 import ConsoleOutput
 import Foundation
+import OrderFlow
 import WorkflowKit
 
 /// `orderflow`: drive Live Activities for orders from the command line.
@@ -44,6 +45,7 @@ struct OrderFlowCommand: AsyncParsableCommand {
             EXIT CODES
             \(ExitStatus.helpTable)
             """,
+        version: OrderFlowVersion.current,
         subcommands: coreCommands + pluggedInCommands
     )
 
