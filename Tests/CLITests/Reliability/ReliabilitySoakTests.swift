@@ -220,7 +220,7 @@ struct SoakAPI: Sendable {
         if let body { request.body = .bytes(ByteBuffer(string: body)) }
         let response = try await http.execute(request, timeout: .seconds(30))
         _ = try await response.body.collect(upTo: 1 << 20)
-        servers.recordAnswer(from: base)
+        if (200..<300).contains(response.status.code) { servers.recordAnswer(from: base) }
         return Int(response.status.code)
     }
 }

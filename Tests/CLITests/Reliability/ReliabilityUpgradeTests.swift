@@ -104,7 +104,7 @@ struct ReliabilityUpgradeTests {
                 load: "\(Self.clients) HTTP clients at \(Int(Self.rate)) calls/s for \(DeliveryAudit.format(loadTime)), \(calls) calls, \(orders) orders",
                 faults: "schema \(oldSchema) → \(newSchema) migrated live; old serve and worker SIGTERMed after the new ones started",
                 tokens: setup.tokens.value, pushes: setup.apns.pushes(),
-                notes: ["the old server answered \(oldAnsweredOnNewSchema) calls on the new schema"],
+                notes: ["the old server answered \(oldAnsweredOnNewSchema) calls with success on the new schema"],
                 isFinal: { $0.aps?["event"]?.stringValue == "end" && $0.aps?["content-state"]?["status"]?.stringValue == "delivered" })
             let otherFailures = failures.filter { $0.key < 500 }.values.reduce(0, +)
             let pushes = setup.apns.acceptedCount
@@ -141,7 +141,7 @@ struct ReliabilityUpgradeTests {
 }
 
 /// The servers a test's clients call, in turn, like a balancer: servers join and leave under
-/// load, and each one's answers are counted.
+/// load, and each one's successful (2xx) answers are counted.
 final class ServerRotation: Sendable {
     private let state: Mutex<(servers: [String], turn: Int, answered: [String: Int])>
 
