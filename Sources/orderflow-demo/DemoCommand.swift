@@ -35,7 +35,8 @@ struct DemoCommand: AsyncParsableCommand {
               scripts/demo
               scripts/demo --board
               ORDERFLOW_DATABASE_URL=postgresql://me@localhost/scratch scripts/demo
-            """)
+            """,
+        version: OrderFlowVersion.current)
 
     @Flag(help: "Keep the demo's worker running and serve the counter board (a sign-in link is printed) until Ctrl-C.")
     var board = false

@@ -3,6 +3,7 @@ import CommandLineSupport
 import ConsoleOutput
 import Foundation
 import Logging
+import OrderFlow
 import WorkflowKit
 
 /// `orderflow`: drive Live Activities for orders from the command line.
@@ -50,6 +51,7 @@ struct OrderFlowCommand: AsyncParsableCommand {
             EXIT CODES
             \(ExitStatus.helpTable)
             """,
+        version: OrderFlowVersion.current,
         subcommands: coreCommands + pluggedInCommands
     )
 

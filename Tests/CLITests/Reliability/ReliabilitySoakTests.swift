@@ -194,13 +194,24 @@ struct SoakFailure: Error, CustomStringConvertible {
 
 /// The HTTP API as the soak's clients call it.
 struct SoakAPI: Sendable {
-    let base: String
+    /// The servers called, in turn (one, unless a test replaces servers under load).
+    let servers: ServerRotation
     let key: String
     let http = HTTPClient(eventLoopGroupProvider: .singleton)
+
+    init(base: String, key: String) {
+        self.init(servers: ServerRotation([base]), key: key)
+    }
+
+    init(servers: ServerRotation, key: String) {
+        self.servers = servers
+        self.key = key
+    }
 
     /// The answer's status; the body is read and dropped.
     func call(_ method: HTTPMethod, _ path: String, body: String? = nil, contentType: String = "application/json",
               idempotencyKey: String? = nil) async throws -> Int {
+        let base = servers.next()
         var request = HTTPClientRequest(url: base + path)
         request.method = method
         request.headers.add(name: "Authorization", value: "Bearer \(key)")
@@ -209,6 +220,7 @@ struct SoakAPI: Sendable {
         if let body { request.body = .bytes(ByteBuffer(string: body)) }
         let response = try await http.execute(request, timeout: .seconds(30))
         _ = try await response.body.collect(upTo: 1 << 20)
+        if (200..<300).contains(response.status.code) { servers.recordAnswer(from: base) }
         return Int(response.status.code)
     }
 }

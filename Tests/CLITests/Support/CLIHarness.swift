@@ -34,9 +34,10 @@ struct CLI: Sendable {
     /// The database the runs use.
     var databaseURL: String? { environment["ORDERFLOW_DATABASE_URL"] }
 
-    /// A CLI whose database is `url` (passed as ORDERFLOW_DATABASE_URL).
-    init(databaseURL: String?, extraEnvironment: [String: String] = [:]) throws {
-        binary = try Self.locateBinary()
+    /// A CLI whose database is `url` (passed as ORDERFLOW_DATABASE_URL); `binary` runs another
+    /// build of orderflow than this one (the upgrade test's previous release).
+    init(databaseURL: String?, extraEnvironment: [String: String] = [:], binary: URL? = nil) throws {
+        self.binary = try binary ?? Self.locateBinary()
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("orderflow-cli-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         workingDirectory = directory
