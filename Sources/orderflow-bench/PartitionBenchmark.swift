@@ -51,7 +51,7 @@ struct PartitionBenchmark: AsyncParsableCommand {
         try await seed(pool)
         let plainPurge = try await measured(pool) { try await deleteBatches(pool) }
         let partPurge = try await measured(pool) { try await dropOldDay(pool) }
-        print(String(format: "purge of %d rows: DELETE batches %.2f s, WAL %.1f MB; DETACH + DROP partition %.3f s, WAL %.3f MB",
+        print(String(format: "purge of %d rows: deleted in batches %.2f s, WAL %.1f MB; partition detached and dropped %.3f s, WAL %.3f MB",
                      orders * 6, plainPurge.seconds, plainPurge.wal / 1e6, partPurge.seconds, partPurge.wal / 1e6))
 
         // The hot path: inserts alone into each, then beside each purge.
