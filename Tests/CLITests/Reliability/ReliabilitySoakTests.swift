@@ -20,7 +20,9 @@ import Testing
 /// CI runs it for 60 s with a kill every 15 s; `scripts/soak` runs it for 10 minutes with a kill
 /// every minute and plots the samples (RELIABILITY.md). Settings, from the environment:
 /// `ORDERFLOW_SOAK_SECONDS`, `ORDERFLOW_SOAK_KILL_EVERY` (seconds), `ORDERFLOW_SOAK_SAMPLES` (a
-/// CSV file to write the samples to).
+/// CSV file to write the samples to), `ORDERFLOW_SOAK_RETENTION` (seconds, e.g. 120: the
+/// merchant's retention and the workers purging every 30 s, so that finished orders leave
+/// within the run and the tables must stay flat).
 @Suite("Reliability: soak", .tags(.reliability), .serialized)
 struct ReliabilitySoakTests {
     static let clients = 8
@@ -38,15 +40,37 @@ struct ReliabilitySoakTests {
         var workerRSS: Double
         var serverRSS: Double
         var workerKilled: Bool
+        var tablesMB: Double
+        var orders: Int
     }
 
-    @Test(.timeLimit(.minutes(15)))
+    /// The tables that grow with every order, and what the purge keeps them to.
+    static let growingTables = ["orders", "order_transitions", "deliveries", "activities", "order_followers", "activity_commands"]
+
+    /// Their size on disk (indexes and TOAST included) and the orders kept; nil when the
+    /// database did not answer.
+    static func tableSizes(_ setup: WorkerProcessSetup) async -> (megabytes: Double, orders: Int)? {
+        try? await setup.engine.pool.withConnection { connection in
+            let row = try await connection.query(PostgresQuery(
+                "SELECT (SELECT sum(pg_total_relation_size(t::regclass)) FROM unnest($1::text[]) AS t)::float8 AS bytes, (SELECT count(*) FROM orders) AS n",
+                Self.growingTables)).single()
+            return (try row.decode("bytes", as: Double.self) / 1_048_576, try row.decode("n", as: Int.self))
+        }
+    }
+
+    @Test(.timeLimit(.minutes(60)))
     func soakAtEightyPercentOfCapacityLosesNothing() async throws {
         let soakFor = Duration.seconds(Self.setting("ORDERFLOW_SOAK_SECONDS", 60))
         let killEvery = Duration.seconds(Self.setting("ORDERFLOW_SOAK_KILL_EVERY", 15))
+        let retention = ProcessInfo.processInfo.environment["ORDERFLOW_SOAK_RETENTION"].flatMap(Int.init)
         let setup = try await WorkerProcessSetup.make(prefix: "soak")
         let added = try await setup.cli.run("merchant", "add", "soak", "--name", "Soak Kitchen")
         #expect(added.status == 0, "\(added)")
+        let workerArguments = setup.workerArguments + (retention == nil ? [] : ["--purge-interval", "30s"])
+        if let retention {
+            let kept = try await setup.cli.run("merchant", "retention", "soak", "\(retention)s")
+            try #require(kept.status == 0, "\(kept)")
+        }
         let created = try await setup.cli.run("api-key", "create", "--merchant", "soak", "--name", "soak")
         let apiKey = created.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         try #require(created.status == 0 && apiKey.hasPrefix("of_live_"), "\(created)")
@@ -60,7 +84,7 @@ struct ReliabilitySoakTests {
             #expect(applied == 200 || applied == 201, "applying the workflow answered \(applied)")
             setup.apns.injectFault(.internalServerError, fraction: 0.05)
 
-            let worker = LockedValue<RunningCLI?>(try setup.cli.start(setup.workerArguments))
+            let worker = LockedValue<RunningCLI?>(try setup.cli.start(workerArguments))
             let load = SoakLoad(api: api, tokens: setup.tokens)
 
             // Capacity: the clients as fast as they go, the worker sending meanwhile.
@@ -79,7 +103,7 @@ struct ReliabilitySoakTests {
                     let victim = worker.value
                     if let victim { kill(victim.process.processIdentifier, SIGKILL) }
                     _ = try await victim?.finish()
-                    let next = try setup.cli.start(setup.workerArguments)
+                    let next = try setup.cli.start(workerArguments)
                     worker.withLock { $0 = next }
                     kills.withLock { $0 += 1 }
                 }
@@ -94,10 +118,11 @@ struct ReliabilitySoakTests {
                 let killed = kills.value
                 let depth: Int = (try? await setup.engine.pool.query(PostgresQuery("SELECT count(*) AS n FROM activity_commands")).single().decode("n")) ?? -1
                 let workerPID = worker.withLock { $0?.process.processIdentifier } ?? 0
+                let sizes = await Self.tableSizes(setup)
                 samples.append(Sample(
                     second: second, calls: calls - lastCalls, pushes: pushes - lastPushes, queueDepth: depth,
                     workerRSS: Self.residentMegabytes(workerPID), serverRSS: Self.residentMegabytes(server.process.processIdentifier),
-                    workerKilled: killed != lastKills))
+                    workerKilled: killed != lastKills, tablesMB: sizes?.megabytes ?? -1, orders: sizes?.orders ?? -1))
                 (lastCalls, lastPushes, lastKills) = (calls, pushes, killed)
             }
             let soaked = try await soak.value
@@ -115,9 +140,9 @@ struct ReliabilitySoakTests {
 
             let rows = samples
             if let path = ProcessInfo.processInfo.environment["ORDERFLOW_SOAK_SAMPLES"], !path.isEmpty {
-                let header = "second,calls,pushes,queue_depth,worker_rss_mb,server_rss_mb,worker_killed\n"
+                let header = "second,calls,pushes,queue_depth,worker_rss_mb,server_rss_mb,worker_killed,tables_mb,orders\n"
                 let lines = rows.map {
-                    "\($0.second),\($0.calls),\($0.pushes),\($0.queueDepth),\(String(format: "%.1f", $0.workerRSS)),\(String(format: "%.1f", $0.serverRSS)),\($0.workerKilled ? 1 : 0)"
+                    "\($0.second),\($0.calls),\($0.pushes),\($0.queueDepth),\(String(format: "%.1f", $0.workerRSS)),\(String(format: "%.1f", $0.serverRSS)),\($0.workerKilled ? 1 : 0),\(String(format: "%.2f", $0.tablesMB)),\($0.orders)"
                 }
                 try (header + lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
             }
@@ -134,6 +159,23 @@ struct ReliabilitySoakTests {
             let achieved = Double(soaked) / soakFor.inSeconds
             let deadLetters = try await setup.deadLetters()
             let failures = load.failures.withLock { $0 }
+            // Once the first orders have finished, waited out their retention and met a purge,
+            // the orders kept and the tables' size stop growing: the second half of what follows
+            // against the first.
+            var steadyHalves: (orders: (Double, Double), tables: (Double, Double))?
+            if let retention {
+                let steady = rows.filter { $0.second > retention + 60 + 60 && $0.orders >= 0 }
+                if steady.count >= 120 {
+                    let parts = (Array(steady.prefix(steady.count / 2)), Array(steady.suffix(steady.count - steady.count / 2)))
+                    steadyHalves = ((mean(parts.0) { Double($0.orders) }, mean(parts.1) { Double($0.orders) }),
+                                    (mean(parts.0, \.tablesMB), mean(parts.1, \.tablesMB)))
+                } else {
+                    Issue.record("a soak with a retention of \(retention) s needs at least \(retention + 240) s to show the tables flat")
+                }
+            }
+            let retentionNotes = steadyHalves.map { halves in
+                ["retention \(retention ?? 0) s, purge every 30 s: orders kept mean \(Int(halves.orders.0)) → \(Int(halves.orders.1)), tables \(String(format: "%.1f", halves.tables.0)) → \(String(format: "%.1f", halves.tables.1)) MB (steady state, first → second half)"]
+            } ?? []
             let audit = DeliveryAudit(
                 scenario: "soak at 80 % of measured capacity",
                 load: "\(Self.clients) HTTP clients → `orderflow serve`, capacity \(Int(capacity)) calls/s measured over \(Self.measureFor); \(Int(soakFor.inSeconds)) s at \(Int(rate)) calls/s target, \(Int(achieved)) achieved (\(soaked) calls); \(setup.tokens.value.count) orders in all, each created, given its activity's token and taken through 4 steps",
@@ -144,7 +186,7 @@ struct ReliabilitySoakTests {
                     "server RSS mean \(String(format: "%.1f", serverRSS.0)) → \(String(format: "%.1f", serverRSS.1)) MB",
                     "worker RSS peak per life \(workerPeaks.map { String(format: "%.0f", $0) }.joined(separator: ", ")) MB",
                     "API calls failed \(failures.values.reduce(0, +)), answered 503 and retried \(load.unavailable.load(ordering: .relaxed)), dead letters \(deadLetters)",
-                ],
+                ] + retentionNotes,
                 isFinal: { $0.aps?["event"]?.stringValue == "end" && $0.aps?["content-state"]?["status"]?.stringValue == "delivered" })
             audit.report()
             #expect(audit.lost == 0, "\(audit)")
@@ -155,6 +197,10 @@ struct ReliabilitySoakTests {
             #expect(achieved >= rate * 0.75, "the load fell behind its rate: \(achieved) of \(rate) calls/s")
             #expect(serverRSS.1 <= serverRSS.0 * 1.25 + 16, "the server's memory grew: \(serverRSS)")
             #expect(queue.1 <= queue.0 * 2 + 100, "the queue grew: \(queue)")
+            if let halves = steadyHalves {
+                #expect(halves.orders.1 <= halves.orders.0 * 1.2 + 50, "the orders kept grew past their retention: \(halves.orders)")
+                #expect(halves.tables.1 <= halves.tables.0 * 1.25 + 4, "the tables grew past their retention: \(halves.tables) MB")
+            }
         } catch {
             try? await api.http.shutdown()
             server.interrupt()

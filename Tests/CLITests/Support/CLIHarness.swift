@@ -148,8 +148,8 @@ struct CLI: Sendable {
         }
     }
 
-    /// Next to the test bundle (the same build), else `ORDERFLOW_CLI`, else the newest
-    /// `.build*/debug/orderflow` of this checkout.
+    /// `ORDERFLOW_CLI` when set (e.g. a release build), else next to the test bundle (the same
+    /// build), else the newest `.build*/debug/orderflow` of this checkout.
     static func locateBinary() throws -> URL {
         let fileManager = FileManager.default
         var candidates: [URL] = []
