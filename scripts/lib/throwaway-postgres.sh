@@ -42,7 +42,7 @@ start_throwaway_postgres() {
 port = $port
 listen_addresses = '127.0.0.1'
 unix_socket_directories = ''
-max_connections = 300
+max_connections = 1000
 CONF
   # TLS with a throw-away self-signed certificate: clients that do not say otherwise
   # (sslmode=prefer, libpq's default) then talk TLS, as they would to most real servers.
