@@ -9,7 +9,10 @@ extension OrderFlowEngine {
     /// batches, each its own short transaction, with a pause between them: the feed, the claim
     /// and advances go on meanwhile, and two purges at once share the work. Safe to stop at any
     /// point and to run again.
-    /// - Parameter onBatch: each batch's deleted rows, as they go.
+    /// - Parameters:
+    ///   - policy: the default retention, the ages of dead letters and tokenless devices, and
+    ///     whose rows (every merchant's unless it names some).
+    ///   - onBatch: each batch's deleted rows, as they go.
     /// - Returns: the rows deleted, by kind.
     /// - Throws: `OrderFlowError.invalidInput` for a policy out of bounds (nothing is deleted);
     ///   database errors as `OrderFlowError` (what was deleted before stays deleted).
