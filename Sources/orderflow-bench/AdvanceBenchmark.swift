@@ -58,14 +58,7 @@ struct AdvanceBenchmark: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let bench = try await BenchDatabase.make(url: database)
-        do {
-            try await measure(bench)
-        } catch {
-            await bench.finish()
-            throw error
-        }
-        await bench.finish()
+        try await BenchDatabase.with(url: database) { bench in try await measure(bench) }
     }
 
     private func measure(_ bench: BenchDatabase) async throws {

@@ -18,6 +18,18 @@ struct BenchDatabase {
     /// The private cluster, when this run started it.
     let startedCluster: LocalPostgres?
 
+    /// Runs `body` on the benchmark's database and finishes it afterwards, also when `body` throws.
+    static func with(url: String?, _ body: (BenchDatabase) async throws -> Void) async throws {
+        let bench = try await make(url: url)
+        do {
+            try await body(bench)
+        } catch {
+            await bench.finish()
+            throw error
+        }
+        await bench.finish()
+    }
+
     static func make(url: String?) async throws -> BenchDatabase {
         let serverURL: String
         var startedCluster: LocalPostgres?

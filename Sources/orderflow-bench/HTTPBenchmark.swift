@@ -59,14 +59,7 @@ struct HTTPBenchmark: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let bench = try await BenchDatabase.make(url: database)
-        do {
-            try await measure(bench)
-        } catch {
-            await bench.finish()
-            throw error
-        }
-        await bench.finish()
+        try await BenchDatabase.with(url: database) { bench in try await measure(bench) }
     }
 
     private func measure(_ bench: BenchDatabase) async throws {

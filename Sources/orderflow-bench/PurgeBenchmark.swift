@@ -32,14 +32,7 @@ struct PurgeBenchmark: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let bench = try await BenchDatabase.make(url: database)
-        do {
-            try await measure(bench)
-        } catch {
-            await bench.finish()
-            throw error
-        }
-        await bench.finish()
+        try await BenchDatabase.with(url: database) { bench in try await measure(bench) }
     }
 
     /// One purge's figures.
