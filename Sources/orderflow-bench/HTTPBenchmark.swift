@@ -86,10 +86,7 @@ struct HTTPBenchmark: AsyncParsableCommand {
         let port = try await server.port()
         let driver = chosenClient
         print("orderflow serve (pid \(server.pid)) on port \(port), \(databaseConnections) database connections; \(connections) keep-alive connections (\(driver == .wrk ? "wrk, 2 threads" : "AsyncHTTPClient in this process")) vs \(connections) tasks calling the library")
-        var configuration = HTTPClient.Configuration()
-        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
-        configuration.httpVersion = .http1Only
-        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        let client = makeClient()
         let caller = Caller(client: client, base: "http://127.0.0.1:\(port)", key: key)
 
         var nextOrder = 0
@@ -170,6 +167,14 @@ struct HTTPBenchmark: AsyncParsableCommand {
         await engine.shutdown()
     }
 
+    /// An HTTP/1.1 client keeping up to `connections` connections alive.
+    private func makeClient() -> HTTPClient {
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
+        configuration.httpVersion = .http1Only
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
     /// The goal line: the server's CPU per advance (full answer) ÷ the library's, both measured
     /// in this run; the minimal answer's beside it.
     private func printCPUGoal(_ cpu: [Side: [Double]]) {
@@ -192,10 +197,7 @@ struct HTTPBenchmark: AsyncParsableCommand {
                                              cachedOrders: nil)
         defer { server.stop() }
         let port = try await server.port()
-        var configuration = HTTPClient.Configuration()
-        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
-        configuration.httpVersion = .http1Only
-        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        let client = makeClient()
         let orders = first..<(first + max(2_000, seconds * 20_000 / 4))
         try await Caller(client: client, base: "http://127.0.0.1:\(port)", key: key)
             .createOrders(orders, prefix: "h-", concurrency: connections)
