@@ -86,10 +86,7 @@ struct HTTPBenchmark: AsyncParsableCommand {
         let port = try await server.port()
         let driver = chosenClient
         print("orderflow serve (pid \(server.pid)) on port \(port), \(databaseConnections) database connections; \(connections) keep-alive connections (\(driver == .wrk ? "wrk, 2 threads" : "AsyncHTTPClient in this process")) vs \(connections) tasks calling the library")
-        var configuration = HTTPClient.Configuration()
-        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
-        configuration.httpVersion = .http1Only
-        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        let client = makeClient()
         let caller = Caller(client: client, base: "http://127.0.0.1:\(port)", key: key)
 
         var nextOrder = 0
@@ -107,6 +104,9 @@ struct HTTPBenchmark: AsyncParsableCommand {
         let warm = try await freshOrders(for: .http)
         _ = try await runHTTP(caller, orders: warm, seconds: 1, minimal: false)
         var rates: [Side: [Double]] = [:]
+        // CPU per advance of the side doing the work: this process for the library, the server
+        // for the HTTP turns (independent of where the client runs).
+        var cpuPerAdvance: [Side: [Double]] = [:]
         // Every turn, and the fixed-rate phase, starts vacuumed, analyzed and from a checkpoint
         // (as in `advance`): none inherits the dead rows, dirty pages or autovacuum of the turns
         // before it (without this the fixed-rate phase's p99 depended on how much the turns
@@ -135,6 +135,8 @@ struct HTTPBenchmark: AsyncParsableCommand {
                 // in the server (wrk and PostgreSQL are "everything else").
                 if let cpuBefore, let cpuAfter = CPUUse.now(watching: server.pid) {
                     print("           " + cpuAfter.summary(since: cpuBefore, rate: rate))
+                    let perAdvance = cpuAfter.microsecondsPerTransition(since: cpuBefore, rate: rate)
+                    cpuPerAdvance[side, default: []].append(side == .library ? perAdvance.own : perAdvance.other)
                 }
             }
         }
@@ -149,6 +151,7 @@ struct HTTPBenchmark: AsyncParsableCommand {
         print(String(format: "http-min %8.0f advances/s (mean of %d turns; Prefer: return=minimal, 204)", minimal, rounds))
         print(String(format: "ratio http/library      %.2f   (goal ≥ 0.80; round by round %@)", http / library, byRound(.http)))
         print(String(format: "ratio http-min/library  %.2f   (round by round %@)", minimal / library, byRound(.minimal)))
+        printCPUGoal(cpuPerAdvance)
 
         let orders = try await freshOrders(for: .http)
         try await settle(engine.pool)
@@ -156,11 +159,53 @@ struct HTTPBenchmark: AsyncParsableCommand {
         func percentile(_ p: Double) -> Double { latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
         print(String(format: "at %d advances/s for %d s: %d answered, p50 %.1f ms, p99 %.1f ms, max %.1f ms   (goal p99 ≤ 10 ms)",
                      rate, seconds, latencies.count, percentile(0.5), percentile(0.99), latencies.last ?? 0))
-        print("server RSS after the run: \(server.residentMegabytes()) MB (peak \(server.peakResidentMegabytes()) MB)")
+        print("server RSS after the run, cache of \(cachedOrders) orders: \(server.residentMegabytes()) MB (peak \(server.peakResidentMegabytes()) MB)")
+        server.stop()
+        if driver == .wrk { try await measureDefaultCacheMemory(bench, key: key, from: nextOrder) }
 
         try await client.shutdown()
-        server.stop()
         await engine.shutdown()
+    }
+
+    /// An HTTP/1.1 client keeping up to `connections` connections alive.
+    private func makeClient() -> HTTPClient {
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
+        configuration.httpVersion = .http1Only
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    /// The goal line: the server's CPU per advance (full answer) ÷ the library's, both measured
+    /// in this run; the minimal answer's beside it.
+    private func printCPUGoal(_ cpu: [Side: [Double]]) {
+        func mean(_ side: Side) -> Double? {
+            guard let values = cpu[side], !values.isEmpty else { return nil }
+            return values.reduce(0, +) / Double(values.count)
+        }
+        guard let library = mean(.library), library > 0, let http = mean(.http), let minimal = mean(.minimal) else {
+            print("CPU per advance: not measured (no /proc)")
+            return
+        }
+        print(String(format: "CPU per advance: server %.0f µs (http), %.0f µs (http-min); library %.0f µs", http, minimal, library))
+        print(String(format: "ratio server CPU/library CPU per advance  %.2f×   (goal ≤ 2×; http-min %.2f×)", http / library, minimal / library))
+    }
+
+    /// A server with the default order cache (no `--cached-orders`), driven by wrk for one
+    /// turn over orders it created: its RSS is what a deployment with the defaults uses.
+    private func measureDefaultCacheMemory(_ bench: BenchDatabase, key: String, from first: Int) async throws {
+        let server = try ServerProcess.start(databaseURL: bench.configuration.connectionString, connections: databaseConnections,
+                                             cachedOrders: nil)
+        defer { server.stop() }
+        let port = try await server.port()
+        let client = makeClient()
+        let orders = first..<(first + max(2_000, seconds * 20_000 / 4))
+        try await Caller(client: client, base: "http://127.0.0.1:\(port)", key: key)
+            .createOrders(orders, prefix: "h-", concurrency: connections)
+        try await client.shutdown()
+        let rate = try await WrkRun(port: port, key: key, connections: connections, seconds: seconds)
+            .advances(orders: orders, prefix: "h-", steps: Self.steps.map(\.1), minimal: false)
+        print(String(format: "server RSS with the default order cache, after %d orders and a %d s turn (%.0f advances/s): ", orders.count, seconds, rate)
+              + "\(server.residentMegabytes()) MB (peak \(server.peakResidentMegabytes()) MB)   (goal ≤ 100 MB)")
     }
 
     private func createOrders(engine: OrderFlowEngine, orders: Range<Int>) async throws {
@@ -293,7 +338,8 @@ private final class ServerProcess: Sendable {
 
     struct UncheckedProcess: @unchecked Sendable { let process: Process }
 
-    static func start(databaseURL: String, connections: Int, cachedOrders: Int) throws -> ServerProcess {
+    /// `cachedOrders`: nil leaves the server's default.
+    static func start(databaseURL: String, connections: Int, cachedOrders: Int?) throws -> ServerProcess {
         let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("orderflow")
         guard FileManager.default.isExecutableFile(atPath: binary.path) else {
             throw BenchError("\(binary.path) is missing; build it beside orderflow-bench (swift build -c release --product orderflow)")
@@ -302,7 +348,8 @@ private final class ServerProcess: Sendable {
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         let process = Process()
         process.executableURL = binary
-        process.arguments = ["serve", "--port", "0", "--no-worker", "--connections", "\(connections)", "--cached-orders", "\(cachedOrders)"]
+        process.arguments = ["serve", "--port", "0", "--no-worker", "--connections", "\(connections)"]
+            + (cachedOrders.map { ["--cached-orders", "\($0)"] } ?? [])
         var environment = ProcessInfo.processInfo.environment
         environment["ORDERFLOW_DATABASE_URL"] = databaseURL
         environment["ORDERFLOW_LOG_LEVEL"] = "warning"
