@@ -47,22 +47,20 @@ struct CPUUse {
         return elapsed.asSeconds
     }
 
-    /// This process's and the watched process's CPU time per transition, in µs, from `start`
-    /// to self at `rate` transitions per second.
-    func microsecondsPerTransition(since start: CPUUse, rate: Double) -> (own: Double, other: Double) {
+    /// This process's, the watched process's and the rest of the machine's CPU time per
+    /// transition, in µs, from `start` to self at `rate` transitions per second.
+    func microsecondsPerTransition(since start: CPUUse, rate: Double) -> (own: Double, other: Double, rest: Double) {
         let perTick = 1e6 / Double(sysconf(Int32(_SC_CLK_TCK)))
         let count = max(1, rate * seconds(since: start))
-        return ((ownProcess - start.ownProcess) * perTick / count, (otherProcess - start.otherProcess) * perTick / count)
+        let own = ownProcess - start.ownProcess, other = otherProcess - start.otherProcess
+        return (own * perTick / count, other * perTick / count, ((busy - start.busy) - own - other) * perTick / count)
     }
 
     /// "this process N µs, everything else M µs per transition; cores idle P %" for the
     /// stretch from `start` to self, at `rate` transitions per second. Everything else is the
     /// whole machine's: only meaningful on a machine with nothing else running.
     func summary(since start: CPUUse, rate: Double, otherName: String = "the server") -> String {
-        let perTick = 1e6 / Double(sysconf(Int32(_SC_CLK_TCK)))
-        let count = max(1, rate * seconds(since: start))
-        let (own, other) = microsecondsPerTransition(since: start, rate: rate)
-        let rest = ((busy - start.busy) - (ownProcess - start.ownProcess) - (otherProcess - start.otherProcess)) * perTick / count
+        let (own, other, rest) = microsecondsPerTransition(since: start, rate: rate)
         let idleShare = (idle - start.idle) / max(1, (busy - start.busy) + (idle - start.idle))
         let server = otherProcess > 0 ? ", \(otherName)" + String(format: " %.0f µs", other) : ""
         return String(format: "CPU per transition: this process %.0f µs%@, everything else %.0f µs; cores idle %.0f %%",

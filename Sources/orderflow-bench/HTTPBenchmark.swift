@@ -161,7 +161,11 @@ struct HTTPBenchmark: AsyncParsableCommand {
                      rate, seconds, latencies.count, percentile(0.5), percentile(0.99), latencies.last ?? 0))
         print("server RSS after the run, cache of \(cachedOrders) orders: \(server.residentMegabytes()) MB (peak \(server.peakResidentMegabytes()) MB)")
         server.stop()
-        if driver == .wrk { try await measureDefaultCacheMemory(bench, key: key, from: nextOrder) }
+        if driver == .wrk {
+            try await measureDefaultCacheMemory(bench, key: key, orders: nextOrder..<(nextOrder + ordersPerTurn))
+        } else {
+            print("server RSS with the default order cache: not measured (its turn needs wrk; see --client)")
+        }
 
         try await client.shutdown()
         await engine.shutdown()
@@ -191,14 +195,14 @@ struct HTTPBenchmark: AsyncParsableCommand {
     }
 
     /// A server with the default order cache (no `--cached-orders`), driven by wrk for one
-    /// turn over orders it created: its RSS is what a deployment with the defaults uses.
-    private func measureDefaultCacheMemory(_ bench: BenchDatabase, key: String, from first: Int) async throws {
+    /// turn over `orders`, which it creates first: its RSS is what a deployment with the
+    /// defaults uses.
+    private func measureDefaultCacheMemory(_ bench: BenchDatabase, key: String, orders: Range<Int>) async throws {
         let server = try ServerProcess.start(databaseURL: bench.configuration.connectionString, connections: databaseConnections,
                                              cachedOrders: nil)
         defer { server.stop() }
         let port = try await server.port()
         let client = makeClient()
-        let orders = first..<(first + max(2_000, seconds * 20_000 / 4))
         try await Caller(client: client, base: "http://127.0.0.1:\(port)", key: key)
             .createOrders(orders, prefix: "h-", concurrency: connections)
         try await client.shutdown()
