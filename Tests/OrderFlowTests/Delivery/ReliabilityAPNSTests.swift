@@ -72,6 +72,7 @@ struct ReliabilityAPNSTests {
         let faultStarted = Date()
         try await inject(fault, into: harness.apns)
         try await Task.sleep(for: Self.faultWindow)
+        try await waitUntilMet(fault, harness)
         try await heal(fault, harness.apns)
         let faultEnded = Date()
         try await load.value
@@ -174,11 +175,29 @@ struct ReliabilityAPNSTests {
 
     private func inject(_ fault: Fault, into apns: LocalAPNSServer) async throws {
         switch fault {
-        case .internalServerError: apns.injectFault(.internalServerError, duration: Self.faultWindow)
-        case .serviceUnavailable: apns.injectFault(.serviceUnavailable, duration: Self.faultWindow)
-        case .tooManyRequests: apns.injectFault(.tooManyRequests, duration: Self.faultWindow)
+        // Until healed (not for a fixed time): `waitUntilMet` may hold the window open.
+        case .internalServerError: apns.injectFault(.internalServerError)
+        case .serviceUnavailable: apns.injectFault(.serviceUnavailable)
+        case .tooManyRequests: apns.injectFault(.tooManyRequests)
         case .slow, .slowPastTimeout: apns.setResponseDelay(.milliseconds(1500))
         case .down: try await apns.stop()
+        }
+    }
+
+    /// A fault that fails requests stays until a push has met it: on a starved machine the
+    /// worker may send nothing during the window, and a window no push crossed proves nothing.
+    /// The faults whose checks expect no failed attempt (slow within the timeout, the endpoint
+    /// down) are healed after the window as they are.
+    private func waitUntilMet(_ fault: Fault, _ harness: WorkerHarness) async throws {
+        switch fault {
+        case .internalServerError, .serviceUnavailable, .tooManyRequests, .slowPastTimeout:
+            try await eventually("a push meets the fault", timeout: .seconds(30)) {
+                let failed: Int = try await harness.pool.query(PostgresQuery(
+                    "SELECT count(*) AS n FROM deliveries WHERE outcome = 'retry'")).single().decode("n")
+                return failed > 0
+            }
+        case .slow, .down:
+            break
         }
     }
 
