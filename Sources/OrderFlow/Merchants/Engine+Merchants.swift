@@ -175,9 +175,10 @@ extension OrderFlowEngine {
     /// constant time.
     ///
     /// A busy API presents the same key on every request: the row read is kept for
-    /// ``apiKeyRecheck`` (one second), and its last use is written at most once a minute, so
+    /// ``apiKeyRecheck`` (half a second), and its last use is written at most once a minute, so
     /// that a request costs no extra round trip to PostgreSQL. A key revoked through this engine
-    /// stops working at once; one revoked by another process, within that second.
+    /// stops working at once; one revoked by another process, within a second (the recheck plus
+    /// a request already under way).
     public func resolveAPIKey(_ presented: String) async throws -> String? {
         try await translatingErrors {
             guard let parts = Self.apiKeyParts(presented), parts.hasSecret else { return nil }
@@ -210,8 +211,10 @@ extension OrderFlowEngine {
         apiKeyParts(key)?.prefix
     }
 
-    /// How long a key read from the database is trusted before it is read again.
-    public static let apiKeyRecheck: Duration = .seconds(1)
+    /// How long a key read from the database is trusted before it is read again: half of the
+    /// second within which every replica refuses a revoked key, so that the promise holds with
+    /// a request in flight and a busy machine's scheduling delay.
+    public static let apiKeyRecheck: Duration = .milliseconds(500)
 
     /// `of_live_<prefix>_<secret>` split, or a bare prefix; nil for anything else. On the key's
     /// bytes: it runs for every API request (a `Set` of characters built per call shows in the
