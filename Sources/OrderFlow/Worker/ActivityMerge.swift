@@ -125,7 +125,8 @@ struct ActivityMerge {
             if let start = start(order: order, workflow: workflow, newest: newest, state: state, token: pushToStartToken) {
                 pushes = [start]
             }
-        } else if (activity.pushToStartTokens ?? [:]).isEmpty, let alertToken = activity.alertToken {
+        } else if activity.pushToStartTokens?[workflow.attributesType] == nil, let alertToken = activity.alertToken {
+            // Push-to-start tokens for other attributes types cannot show this workflow's activity.
             state.status = .alerts
             if let alert = alertPush(order: order, state: state, token: alertToken) {
                 pushes = [alert]
