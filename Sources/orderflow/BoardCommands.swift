@@ -155,12 +155,15 @@ struct ShowOrder: AsyncParsableCommand {
         return lines
     }
 
-    /// `alice-iphone  update  p10  sent 200` (+ reason, + merged count).
+    /// `alice-iphone  update  p10  sent 200` (+ reason, + merged count; for an ordinary alert
+    /// notification, that it stood in for a Live Activity).
     static func deliveryLine(_ delivery: DeliveryRecord, _ terminal: Terminal) -> String {
         var text = "\(Formatting.escaped(delivery.deviceID))  \(Formatting.escaped(delivery.event))  p\(delivery.priority)  "
             + "\(Formatting.escaped(delivery.tokenKind)) \(Formatting.tokenSuffix(delivery.tokenSuffix))  "
         text += DeliveriesCommand.outcome(delivery, terminal)
         if let title = delivery.alertTitle { text += "  \"\(Formatting.escaped(title))\"" }
+        // What the customer got instead of a Live Activity, said in words for staff.
+        if delivery.tokenKind == "device" { text += terminal.styled("  (a notification: the device shows no Live Activity)", .dim) }
         if delivery.merged > 1 { text += terminal.styled("  (\(delivery.merged) transitions merged)", .dim) }
         return text
     }

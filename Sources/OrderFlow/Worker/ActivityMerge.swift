@@ -13,8 +13,12 @@ import WorkflowKit
 ///   the newest alert among the unseen transitions and the highest priority among them;
 /// - without one: a push-to-start when the workflow starts activities by push and the device
 ///   has a token for the attributes type; while `starting`, nothing until the token arrives;
-/// - a device with no Live Activity token at all but an alert token gets the newest unseen
-///   alert as an ordinary notification;
+/// - a device that can show no activity for the order (no update token, no start under way,
+///   and no push-to-start going out: no valid token for this workflow's attributes type, a
+///   workflow the app starts itself, or an order already final) but with a valid ordinary
+///   device token gets the newest unseen alert as an ordinary notification; once the order is
+///   final, only the final transition's own alert (an older one would arrive after the end);
+///   an activity the customer dismissed or that ended (`ended`, `gone`) gets nothing;
 /// - at most one push per ``WorkerConfiguration/minimumPushInterval``, none before a backoff
 ///   ends: the activity is deferred and later transitions merge into the deferred push.
 struct ActivityMerge {
@@ -125,9 +129,13 @@ struct ActivityMerge {
             if let start = start(order: order, workflow: workflow, newest: newest, state: state, token: pushToStartToken) {
                 pushes = [start]
             }
-        } else if (activity.pushToStartTokens ?? [:]).isEmpty, let alertToken = activity.alertToken {
+        } else if let alertToken = activity.alertToken {
+            // Nothing can show this order's activity now: push-to-start tokens for other
+            // attributes types, a refused one, a workflow the app starts, or an order that ended
+            // before any start (a start to show a finished order is not sent). The alert still
+            // reaches the customer, as an ordinary notification.
             state.status = .alerts
-            if let alert = alertPush(order: order, state: state, token: alertToken) {
+            if let alert = alertPush(order: order, state: state, token: alertToken, isFinal: isFinal) {
                 pushes = [alert]
             } else {
                 state.lastSeq = max(state.lastSeq, order.seq)
@@ -256,10 +264,13 @@ struct ActivityMerge {
         return pushes
     }
 
-    /// The newest alert the device has not been sent, as an ordinary notification.
-    private func alertPush(order: OutboxOrder, state: ActivityState, token: String) -> PlannedPush? {
+    /// The newest alert the device has not been sent, as an ordinary notification. In a final
+    /// state only the final transition's alert: unlike an activity's end, a notification has no
+    /// content beside it, and "ready for pickup" after the order was cancelled would misinform.
+    private func alertPush(order: OutboxOrder, state: ActivityState, token: String, isFinal: Bool) -> PlannedPush? {
         let window = unseen(order, after: state.lastAlertSeq)
-        guard let (alert, alertSeq) = newestAlert(in: window), let newest = order.newest else { return nil }
+        let candidates = isFinal ? window.filter { $0.seq == order.seq } : Array(window)
+        guard let (alert, alertSeq) = newestAlert(in: candidates), let newest = order.newest else { return nil }
         return PlannedPush(
             event: .alert, tokenKind: .device, token: token,
             payload: .alert(AlertPayloadSpec(alert: alert, orderID: order.orderID)), priority: 10,

@@ -113,6 +113,9 @@ struct ActivityOutcome: Sendable, Hashable {
                 state.status = .gone
             case .pushToStart:
                 deadPushToStartToken = push.token
+                // Looked at again at once, without the dead token: the alert falls back to the
+                // device's ordinary token instead of waiting for the next transition.
+                revisitAt = time
             case .device:
                 deadAlertToken = push.token
             }
