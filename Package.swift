@@ -289,6 +289,8 @@ let package = Package(
             name: "CLITests",
             dependencies: [
                 "OrderFlowTesting", "LocalAPNS", "OrderFlow", "PGKit", "PostgresTesting", "WorkflowKit", "APNS", "TestTags",
+                // The app's half, against `orderflow serve` (Tests/CLITests/AppKit).
+                "OrderFlowKit",
                 .product(name: "Crypto", package: "swift-crypto"),
                 // The soak's clients call `orderflow serve` over HTTP.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
