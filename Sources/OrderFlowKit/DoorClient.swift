@@ -38,6 +38,8 @@ struct DoorClient: Sendable {
     func send(method: String, path: String, body: Data?, secret: String, credential: String?) async -> DoorOutcome {
         var delay = retry.initialDelay
         for attempt in 1...retry.attempts {
+            // Cancelled (disconnect): what is unsent stays queued for the next launch.
+            if Task.isCancelled { return .later }
             let outcome = await once(method: method, path: path, body: body, secret: secret, credential: credential)
             if case .later = outcome, attempt < retry.attempts {
                 try? await Task.sleep(for: delay)
@@ -59,7 +61,7 @@ struct DoorClient: Sendable {
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
             request.httpBody = body
         }
-        guard let (data, response) = try? await session.data(for: request),
+        guard let (data, response) = try? await session.kitData(for: request),
               let status = (response as? HTTPURLResponse)?.statusCode else { return .later }
         switch status {
         case 200..<300: return .done(data)

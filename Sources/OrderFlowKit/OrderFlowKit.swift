@@ -21,6 +21,9 @@ public actor OrderFlowKit {
     private var observing: Set<String> = []
     private var tasks: [Task<Void, Never>] = []
     private var draining = false
+    /// Set by ``disconnect()``: from then on this kit sends and writes nothing (a later launch's
+    /// kit owns the store).
+    private var disconnected = false
     private var problemLog: [String] = []
 
     /// Starts the kit: registers the device when it can, sends what an earlier launch left
@@ -85,12 +88,17 @@ public actor OrderFlowKit {
     public func flush() async { await drain() }
 
     /// Stops observing (what the end of the app's process does); the queue stays in the store.
-    public func disconnect() {
-        for task in tasks { task.cancel() }
+    /// Returns once the observing has stopped; this kit writes nothing to the store after it.
+    public func disconnect() async {
+        disconnected = true
+        let running = tasks
         tasks.removeAll()
+        for task in running { task.cancel() }
+        for task in running { await task.value }
     }
 
     private func start() async {
+        guard !disconnected else { return }
         for type in source.attributesTypes {
             let updates = source.pushToStartTokenUpdates(for: type)
             tasks.append(Task { [weak self] in
@@ -150,6 +158,7 @@ public actor OrderFlowKit {
     }
 
     private func save() {
+        guard !disconnected else { return }
         do {
             try store.save(JSONEncoder().encode(state))
         } catch {
@@ -164,7 +173,7 @@ extension OrderFlowKit {
         guard !draining else { return }
         draining = true
         defer { draining = false }
-        while true {
+        while !disconnected {
             guard let secret = state.secret(for: nil) else { return }
             if state.credential == nil {
                 guard await register(secret: secret) else { return }
