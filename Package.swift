@@ -320,3 +320,22 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// ActivityKit exists only on Apple platforms. On Linux (CI), a stub of the part of its API that
+// OrderFlowKit and the generated attributes types use (Tests/Stubs/ActivityKit, from Apple's
+// documentation) lets CI type-check the ActivityKit adapter (OrderFlowKitActivityKitCheck compiles
+// Sources/OrderFlowKit/ActivityKitSource.swift against it) and decode the engine's payloads with
+// the generated types (OrderFlowKitTests). No product depends on the stub, and an app's build
+// (on macOS) never sees these targets.
+#if os(Linux)
+package.targets += [
+    .target(name: "ActivityKit", path: "Tests/Stubs/ActivityKit"),
+    .target(
+        name: "OrderFlowKitActivityKitCheck",
+        dependencies: ["OrderFlowKit", "ActivityKit"],
+        path: "Tests/Stubs/ActivityKitCheck",
+        swiftSettings: [.define("ORDERFLOWKIT_ACTIVITYKIT_STUB")]
+    ),
+    .testTarget(name: "OrderFlowKitTests", dependencies: ["OrderFlowKit", "ActivityKit", "WorkflowKit"]),
+]
+#endif

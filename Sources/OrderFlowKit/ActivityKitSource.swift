@@ -1,12 +1,19 @@
-#if canImport(ActivityKit)
+// The ActivityKit adapter, on iOS. On Linux CI compiles this file a second time, in the
+// OrderFlowKitActivityKitCheck target, against a stub of ActivityKit's API (Tests/Stubs), so that
+// a signature that does not match ActivityKit's fails there too.
+#if canImport(ActivityKit) && (os(iOS) || ORDERFLOWKIT_ACTIVITYKIT_STUB)
 import ActivityKit
 import Foundation
+#if ORDERFLOWKIT_ACTIVITYKIT_STUB
+import OrderFlowKit
+#endif
 
 /// The real ``ActivitySource``: ActivityKit's activities of the attributes types the app declares.
 ///
 /// ```swift
 /// ActivityKitSource(.attributes(FoodOrderAttributes.self), .attributes(RideAttributes.self))
 /// ```
+@available(iOS 16.2, *)
 public struct ActivityKitSource: ActivitySource {
     private let types: [ActivityType]
 
@@ -41,7 +48,17 @@ public struct ActivityKitSource: ActivitySource {
     }
 }
 
+#if compiler(>=6.2)
+/// An `ActivityAttributes` type the kit observes from its own tasks: its metatype crosses them
+/// (every generated attributes type is one).
+public typealias KitActivityAttributes = ActivityAttributes & SendableMetatype
+#else
+/// An `ActivityAttributes` type the kit observes from its own tasks.
+public typealias KitActivityAttributes = ActivityAttributes
+#endif
+
 /// One `ActivityAttributes` type the app declares, for ``ActivityKitSource``.
+@available(iOS 16.2, *)
 public struct ActivityType: Sendable {
     let name: String
     let pushToStart: @Sendable () -> AsyncStream<Data>
@@ -54,7 +71,7 @@ public struct ActivityType: Sendable {
     ///   - order: The order an activity shows, when its attributes say; `nil` lets the kit pick
     ///     the newest followed order that no activity shows yet.
     /// - Returns: The declaration.
-    public static func attributes<A: ActivityAttributes>(
+    public static func attributes<A: KitActivityAttributes>(
         _ type: A.Type, order: @escaping @Sendable (A) -> String? = { _ in nil }
     ) -> ActivityType {
         ActivityType(
@@ -86,11 +103,13 @@ public struct ActivityType: Sendable {
 }
 
 /// ActivityKit's `Activity` is a reference ActivityKit synchronizes itself.
-private struct ActivityBox<A: ActivityAttributes>: @unchecked Sendable {
+@available(iOS 16.2, *)
+private struct ActivityBox<A: KitActivityAttributes>: @unchecked Sendable {
     let activity: Activity<A>
 }
 
-private struct KitActivity<A: ActivityAttributes>: ObservedActivity {
+@available(iOS 16.2, *)
+private struct KitActivity<A: KitActivityAttributes>: ObservedActivity {
     let box: ActivityBox<A>
     let orderID: String?
 
@@ -108,13 +127,17 @@ private struct KitActivity<A: ActivityAttributes>: ObservedActivity {
 
     var stateUpdates: AsyncStream<ActivityLifecycle> {
         relay { box, yield in
+            // Compared rather than switched over: ActivityKit adds states (`pending`, for a
+            // scheduled start, in later SDKs) that the server is not told about.
             for await state in box.activity.activityStateUpdates {
-                switch state {
-                case .active: yield(.active)
-                case .ended: yield(.ended)
-                case .dismissed: yield(.dismissed)
-                case .stale: yield(.stale)
-                @unknown default: break
+                if state == .active {
+                    yield(.active)
+                } else if state == .ended {
+                    yield(.ended)
+                } else if state == .dismissed {
+                    yield(.dismissed)
+                } else if state == .stale {
+                    yield(.stale)
                 }
             }
         }
