@@ -336,6 +336,6 @@ package.targets += [
         path: "Tests/Stubs/ActivityKitCheck",
         swiftSettings: [.define("ORDERFLOWKIT_ACTIVITYKIT_STUB")]
     ),
-    .testTarget(name: "OrderFlowKitTests", dependencies: ["OrderFlowKit", "ActivityKit", "WorkflowKit"]),
+    .testTarget(name: "OrderFlowKitTests", dependencies: ["OrderFlowKit", "ActivityKit", "WorkflowKit", "TestTags"]),
 ]
 #endif

@@ -2,11 +2,12 @@ import Foundation
 import LocalAPNS
 import OrderFlow
 import OrderFlowKit
+import TestTags
 import Testing
 
 /// OrderFlowKit against `orderflow serve` with its worker and the APNs stand-in, launch after
 /// launch through a scripted activity source: what reaches the server, and what the phone gets.
-@Suite("OrderFlowKit against orderflow serve", .serialized)
+@Suite("OrderFlowKit against orderflow serve", .serialized, .tags(.kit))
 struct OrderFlowKitTests {
     @Test("registers once, a push-started activity's token arrives at the next launch, offline tokens are kept, dismissal stops pushes")
     func launches() async throws {

@@ -1,13 +1,14 @@
 import ActivityKit
 import Foundation
+import TestTags
 import Testing
 import WorkflowKit
 
 /// The app's side of the contract: the Swift types `orderflow workflow swift` generates (committed
 /// under Generated/, compiled here against the ActivityKit stub) decode, with a default
 /// `JSONDecoder`, every payload the engine renders for every shipped workflow.
-@Suite("The generated attributes types decode the shipped workflows' payloads")
-struct GeneratedTypesTests {
+@Suite("The generated attributes types decode the shipped workflows' payloads", .tags(.kit))
+struct OrderFlowKitGeneratedTypesTests {
     /// The generated type of each shipped workflow, by its attributes type's name.
     static var generatedTypes: [String: GeneratedType] { [
         "FoodOrderAttributes": GeneratedType(FoodOrderAttributes.self),
@@ -25,7 +26,7 @@ struct GeneratedTypesTests {
             #expect(committed == workflow.swiftActivityAttributes(),
                     "Tests/OrderFlowKitTests/Generated/\(name) is not what the generator makes of workflows/\(file) now: regenerate it with `swift run orderflow workflow swift workflows/\(file) > Tests/OrderFlowKitTests/Generated/\(name)` (and add it to generatedTypes)")
             #expect(Self.generatedTypes[workflow.attributesType] != nil,
-                    "add \(workflow.attributesType) to GeneratedTypesTests.generatedTypes so that its payloads are decoded")
+                    "add \(workflow.attributesType) to OrderFlowKitGeneratedTypesTests.generatedTypes so that its payloads are decoded")
         }
         let committedFiles = Set(try FileManager.default.contentsOfDirectory(atPath: generatedDirectory.path))
         #expect(committedFiles == expectedFiles, "Generated/ holds exactly one file per shipped workflow")

@@ -6,14 +6,15 @@ import FoundationNetworking
 import Glibc
 #endif
 @testable import OrderFlowKit
+import TestTags
 import Testing
 
 /// The kit's calls cancelled at any moment, as `disconnect()` does: each ends at once and blocks
 /// no thread. (swift-corelibs-foundation's own `URLSession.data(for:)` deadlocks a thread of the
 /// cooperative pool when the cancellation meets a refused connection's answer, and crashes when
 /// it meets a server's answer.)
-@Suite("OrderFlowKit's calls, cancelled at any moment")
-struct CancelledRequestTests {
+@Suite("OrderFlowKit's calls, cancelled at any moment", .tags(.kit))
+struct OrderFlowKitCancelledCallTests {
     @Test("against a port nobody listens on and against a server that answers at once", .timeLimit(.minutes(2)))
     func cancelledCallsEnd() async throws {
         let server = try AnsweringServer()
