@@ -20,13 +20,16 @@ import PackageDescription
 // is a program of its own and `orderflow` does not link LocalAPNS).
 let package = Package(
     name: "OrderFlow",
-    platforms: [.macOS(.v15)],
+    // iOS: only OrderFlowKit is meant for it (the customer's app).
+    platforms: [.macOS(.v15), .iOS("16.2")],
     products: [
         .library(name: "OrderFlow", targets: ["OrderFlow"]),
         .library(name: "PGKit", targets: ["PGKit"]),
         .library(name: "APNS", targets: ["APNS"]),
         .library(name: "WorkflowKit", targets: ["WorkflowKit"]),
         .library(name: "OrderFlowTesting", targets: ["OrderFlowTesting"]),
+        // The customer's iPhone app's half (docs/ios-app.md): Foundation and ActivityKit only.
+        .library(name: "OrderFlowKit", targets: ["OrderFlowKit"]),
         .executable(name: "orderflow", targets: ["orderflow"]),
         .executable(name: "orderflow-demo", targets: ["orderflow-demo"]),
         .executable(name: "orderflow-bench", targets: ["orderflow-bench"]),
@@ -177,6 +180,8 @@ let package = Package(
             ]
         ),
         .target(name: "TestTags"),
+        // The app's half: no dependency, so that an app adds it with one line.
+        .target(name: "OrderFlowKit"),
         .target(
             name: "ConsoleOutput",
             dependencies: ["APNSCore", .product(name: "Logging", package: "swift-log")]
@@ -284,6 +289,8 @@ let package = Package(
             name: "CLITests",
             dependencies: [
                 "OrderFlowTesting", "LocalAPNS", "OrderFlow", "PGKit", "PostgresTesting", "WorkflowKit", "APNS", "TestTags",
+                // The app's half, against `orderflow serve` (Tests/CLITests/AppKit).
+                "OrderFlowKit",
                 .product(name: "Crypto", package: "swift-crypto"),
                 // The soak's clients call `orderflow serve` over HTTP.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -313,3 +320,22 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// ActivityKit exists only on Apple platforms. On Linux (CI), a stub of the part of its API that
+// OrderFlowKit and the generated attributes types use (Tests/Stubs/ActivityKit, from Apple's
+// documentation) lets CI type-check the ActivityKit adapter (OrderFlowKitActivityKitCheck compiles
+// Sources/OrderFlowKit/ActivityKitSource.swift against it) and decode the engine's payloads with
+// the generated types (OrderFlowKitTests). No product depends on the stub, and an app's build
+// (on macOS) never sees these targets.
+#if os(Linux)
+package.targets += [
+    .target(name: "ActivityKit", path: "Tests/Stubs/ActivityKit"),
+    .target(
+        name: "OrderFlowKitActivityKitCheck",
+        dependencies: ["OrderFlowKit", "ActivityKit"],
+        path: "Tests/Stubs/ActivityKitCheck",
+        swiftSettings: [.define("ORDERFLOWKIT_ACTIVITYKIT_STUB")]
+    ),
+    .testTarget(name: "OrderFlowKitTests", dependencies: ["OrderFlowKit", "ActivityKit", "WorkflowKit", "TestTags"]),
+]
+#endif

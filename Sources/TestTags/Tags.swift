@@ -16,4 +16,7 @@ extension Tag {
     /// Drives the counter board in headless Chromium (`scripts/setup-browser-tests` installs it);
     /// left out of a run with `--skip BoardBrowser`.
     @Tag public static var browser: Self
+    /// OrderFlowKit, the app's half (`OrderFlowKit…` suites): runs apart, in a process of its own,
+    /// so that the kit cannot take a thread of the cooperative pool from the engine's tests.
+    @Tag public static var kit: Self
 }

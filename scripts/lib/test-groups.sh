@@ -12,13 +12,14 @@
 TIMING_TESTS='\.Timing'            # tag .timing: measures elapsed time, runs alone
 RELIABILITY_TESTS='\.Reliability'  # tag .reliability: faults under load, runs alone, last
 BROWSER_TESTS='\.BoardBrowser'     # tag .browser: headless Chromium (`--skip "$BROWSER_TESTS"`)
+KIT_TESTS='\.OrderFlowKit'         # tag .kit: OrderFlowKit, the app's half: runs apart, in its own process
 
 # Every suite whose type name starts with a group's prefix carries the group's tag, and every
 # suite carrying the tag has the prefix. Reads the `@Suite(…)` line above each type.
 check_test_groups() {
   local mismatches
   mismatches=$(find Tests -name '*.swift' -print0 | sort -z | xargs -0 awk \
-    -v groups="timing=${TIMING_TESTS#\\.} reliability=${RELIABILITY_TESTS#\\.} browser=${BROWSER_TESTS#\\.}" '
+    -v groups="timing=${TIMING_TESTS#\\.} reliability=${RELIABILITY_TESTS#\\.} browser=${BROWSER_TESTS#\\.} kit=${KIT_TESTS#\\.}" '
     BEGIN { count = split(groups, pairs, " ") }
     /^@Suite/ { suite = $0; next }
     suite != "" && /^(struct|final class|class|enum|actor) / {

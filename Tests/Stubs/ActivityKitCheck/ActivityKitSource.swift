@@ -1,0 +1,1 @@
+../../../Sources/OrderFlowKit/ActivityKitSource.swift
