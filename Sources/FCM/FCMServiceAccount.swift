@@ -81,7 +81,15 @@ public struct FCMServiceAccount: Sendable, CustomStringConvertible, CustomDebugS
                 throw refuse(.missingField, "has no \"\(field)\". " + Self.whereToGetOne)
             }
             guard let text = member.stringValue, !text.isEmpty else {
-                throw refuse(.invalidField, "has \"\(field)\" as \(member.typeName == "string" ? "an empty string" : "a \(member.typeName)"), not text. " + Self.whereToGetOne)
+                let what = switch member {
+                case .string: "an empty string"
+                case .int, .double: "a number"
+                case .bool: "true or false"
+                case .null: "null"
+                case .array: "a list"
+                case .object: "an object"
+                }
+                throw refuse(.invalidField, "has \"\(field)\" as \(what), not text. " + Self.whereToGetOne)
             }
             return text
         }
