@@ -110,6 +110,19 @@ struct FCMMessageFormatTests {
         }
     }
 
+    @Test("over HTTP/1.1, as Python clients send, the same answers")
+    func http1() async throws {
+        try await LocalFCMFixture.with { fixture in
+            let raw = RawRequests(fixture: fixture)
+            let accepted = try await raw.post(body: RawRequests.body(), http1: true)
+            #expect(accepted.status == 200)
+            #expect(fixture.server.messages().map(\.httpMajorVersion) == [1])
+            self.expectRefusal(
+                try await raw.post(body: RawRequests.body(data: #"{"eta":true}"#), http1: true),
+                message: "Invalid value at 'message.data[0].value' (TYPE_STRING), true", field: "message.data[0].value", action: .messageRejected)
+        }
+    }
+
     @Test("validate_only is checked, answered, and not delivered")
     func validateOnly() async throws {
         try await LocalFCMFixture.with { fixture in

@@ -17,10 +17,15 @@ struct RawRequests {
         var headers: HTTPHeaders
     }
 
-    func post(path: String? = nil, body: String, bearer: String?? = .none, contentType: String = "application/json") async throws -> Answer {
+    /// - Parameter http1: over HTTP/1.1, as Python's `requests` (firebase-admin, pyfcm) sends.
+    func post(
+        path: String? = nil, body: String, bearer: String?? = .none, contentType: String = "application/json", http1: Bool = false
+    ) async throws -> Answer {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(Array(self.fixture.server.trustRootPEM.utf8)))
-        let client = HTTPClient(eventLoopGroup: self.fixture.eventLoopGroup, configuration: .init(tlsConfiguration: tls))
+        var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
+        if http1 { configuration.httpVersion = .http1Only }
+        let client = HTTPClient(eventLoopGroup: self.fixture.eventLoopGroup, configuration: configuration)
         do {
             let target = path ?? "/v1/projects/\(LocalFCMFixture.projectID)/messages:send"
             var request = HTTPClientRequest(url: self.fixture.server.baseURL + target)
