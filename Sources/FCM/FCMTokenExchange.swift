@@ -14,6 +14,20 @@ public struct FCMTokenExchange: Sendable {
     let httpClient: HTTPClient
     let timeout: Duration
 
+    /// An exchange of its own, for a token source that outlives any one ``FCMClient`` (the one a
+    /// client passes to its `accessTokens` factory uses that client's connections, and stops
+    /// working when the client is shut down).
+    ///
+    /// - Parameters:
+    ///   - serviceAccount: the account whose key signs the assertions.
+    ///   - httpClient: the HTTP client the exchanges go through; the caller shuts it down.
+    ///   - timeout: the longest one exchange may take.
+    public init(serviceAccount: FCMServiceAccount, httpClient: HTTPClient, timeout: Duration = .seconds(30)) {
+        self.serviceAccount = serviceAccount
+        self.httpClient = httpClient
+        self.timeout = timeout
+    }
+
     /// Obtains a new access token.
     ///
     /// - Parameter now: the assertion's issue time; the token's expiry counts from it.
