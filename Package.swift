@@ -7,13 +7,14 @@ import PackageDescription
 //   CLibPQ (system library) → PGKit (safe PostgreSQL, knows nothing of orders)
 //   WorkflowKit (workflow format, validation, templates; renders into APNSCore's format)
 //   APNS (Apple Push Notification service client over APNSCore; knows nothing of workflows)
+//   FCM (Firebase Cloud Messaging HTTP v1 client over APNSCore's JSON; knows nothing of workflows)
 //   OrderFlow (the engine, its SQL in Store/, the worker, OrderFlowHost: the running system
 //     as one Service; a DocC catalog)
 //   OrderFlowHTTP (the HTTP API from openapi/orderflow.yaml, on Hummingbird: translates, calls)
 //   ConsoleOutput (text for people) · CommandLineSupport (what the command-line programs share:
 //     the database they choose, exit codes, failure reports)
 //   → orderflow (the CLI: arguments in, library calls out; no SQL, no libpq)
-// Never on a production path: LocalAPNS (an APNs stand-in), LocalPostgres (the embedded
+// Never on a production path: LocalAPNS (an APNs stand-in), LocalFCM (an FCM stand-in), LocalPostgres (the embedded
 // default, used by the CLI to start it), PostgresTesting and OrderFlowTesting (fixtures),
 // TestTags (the Swift Testing tags of the groups scripts/test runs apart), and
 // OrderFlowDemo → orderflow-demo (the demo, on the public API; it runs the APNs stand-in, so it
@@ -26,6 +27,7 @@ let package = Package(
         .library(name: "OrderFlow", targets: ["OrderFlow"]),
         .library(name: "PGKit", targets: ["PGKit"]),
         .library(name: "APNS", targets: ["APNS"]),
+        .library(name: "FCM", targets: ["FCM"]),
         .library(name: "WorkflowKit", targets: ["WorkflowKit"]),
         .library(name: "OrderFlowTesting", targets: ["OrderFlowTesting"]),
         // The customer's iPhone app's half (docs/ios-app.md): Foundation and ActivityKit only.
@@ -110,6 +112,21 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // FCM HTTP v1: service-account keys, OAuth 2 access tokens (RS256 JWT bearer grant), data
+        // messages. Beside APNS, not on it: it shares only APNSCore's JSON value and token masking.
+        .target(
+            name: "FCM",
+            dependencies: [
+                "APNSCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]
+        ),
         .target(
             name: "OrderFlow",
             dependencies: [
@@ -164,6 +181,24 @@ let package = Package(
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),
+            ]
+        ),
+        // The FCM stand-in: the OAuth token endpoint and messages:send over TLS (HTTP/2 or
+        // HTTP/1.1), with LocalAPNS's throw-away certificates.
+        .target(
+            name: "LocalFCM",
+            dependencies: [
+                "APNSCore",
+                "LocalAPNS",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
             ]
         ),
         .target(
@@ -268,6 +303,17 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .testTarget(name: "FCMTests", dependencies: [
+            "FCM", "LocalFCM", "APNSCore",
+            .product(name: "_CryptoExtras", package: "swift-crypto"),
+            // Raw requests to the stand-in, for the message formats the client never sends.
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(

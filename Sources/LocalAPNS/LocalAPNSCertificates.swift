@@ -4,14 +4,17 @@ import NIOSSL
 import X509
 
 /// A throw-away certificate authority and a server certificate for 127.0.0.1 and localhost,
-/// made in memory when the local APNs stand-in is created. No key ever touches the disk.
-struct LocalAPNSCertificates: Sendable {
+/// made in memory when a local stand-in (APNs, FCM) is created. No key ever touches the disk.
+public struct LocalAPNSCertificates: Sendable {
     /// The CA certificate in PEM, for the client's trust roots.
-    let trustRootPEM: String
+    public let trustRootPEM: String
     let serverCertificate: NIOSSLCertificate
     let serverPrivateKey: NIOSSLPrivateKey
 
-    init(now: Date = Date()) throws {
+    /// Makes the CA and the server certificate, valid from an hour before `now` for a week.
+    ///
+    /// - Parameter now: the start of the validity.
+    public init(now: Date = Date()) throws {
         let caKey = P256.Signing.PrivateKey()
         let caName = try DistinguishedName {
             OrganizationName("OrderFlow tests")
@@ -69,7 +72,10 @@ struct LocalAPNSCertificates: Sendable {
     private static let subjectAltNameDER: [UInt8] =
         [0x30, 0x11, 0x87, 0x04, 127, 0, 0, 1, 0x82, 0x09] + Array("localhost".utf8)
 
-    func makeServerContext(applicationProtocols: [String]) throws -> NIOSSLContext {
+    /// A TLS server context with the certificate.
+    ///
+    /// - Parameter applicationProtocols: the ALPN protocols offered, in order of preference.
+    public func makeServerContext(applicationProtocols: [String]) throws -> NIOSSLContext {
         var configuration = TLSConfiguration.makeServerConfiguration(
             certificateChain: [.certificate(self.serverCertificate)],
             privateKey: .privateKey(self.serverPrivateKey)
