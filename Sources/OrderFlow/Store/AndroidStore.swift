@@ -62,7 +62,7 @@ struct AndroidStore: Sendable {
         try await pool.query(PostgresQuery("""
             SELECT encode(key_sealed, 'base64') AS key_sealed, project_id, master_key_id FROM merchant_fcm_apps WHERE merchant_id = $1
             """, merchantID)).first.map { row in
-            (Data(base64Encoded: try row.decode("key_sealed", as: String.self)) ?? Data(), try row.decode("project_id"),
+            (Data(base64Encoded: try row.decode("key_sealed", as: String.self), options: .ignoreUnknownCharacters) ?? Data(), try row.decode("project_id"),
              try row.decode("master_key_id"))
         }
     }
