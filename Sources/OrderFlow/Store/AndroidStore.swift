@@ -66,4 +66,21 @@ struct AndroidStore: Sendable {
              try row.decode("master_key_id"))
         }
     }
+
+    // MARK: Master-key rotation (inside one transaction, on its connection)
+
+    /// Every merchant's sealed FCM service account, locked until the transaction ends.
+    static func lockSealedFCMKeys(_ connection: isolated PostgresConnection) async throws -> PostgresRows {
+        try await connection.query(PostgresQuery("""
+            SELECT merchant_id, project_id, encode(key_sealed, 'base64') AS sealed, master_key_id
+            FROM merchant_fcm_apps ORDER BY merchant_id FOR UPDATE
+            """))
+    }
+
+    static func resealFCMKey(_ connection: isolated PostgresConnection, merchantID: String, sealed: Data, masterKeyID: String) async throws {
+        try await connection.query(PostgresQuery("""
+            UPDATE merchant_fcm_apps SET key_sealed = decode($2, 'base64'), master_key_id = $3, revision = revision + 1, updated_at = now()
+            WHERE merchant_id = $1
+            """, merchantID, sealed.base64EncodedString(), masterKeyID))
+    }
 }

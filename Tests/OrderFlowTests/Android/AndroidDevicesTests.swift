@@ -132,6 +132,18 @@ struct AndroidDevicesTests {
         }
     }
 
+    @Test func aMasterKeyRotationSealsTheServiceAccountsAnew() async throws {
+        try await withFixture { fixture in
+            try await fixture.engine.setFCMServiceAccount(merchantID: "bravo", serviceAccountJSON: Self.serviceAccount(), masterKey: Self.masterKey)
+            let rotation = try await fixture.engine.rotateMasterKey(current: Self.masterKey, new: Self.otherMasterKey)
+            #expect(rotation.fcmKeys == 1)
+            #expect(try await fixture.engine.fcmServiceAccount(merchantID: "bravo", masterKey: Self.otherMasterKey)?.projectID == "luigis-orders")
+            await #expect(throws: OrderFlowError.self) {
+                _ = try await fixture.engine.fcmServiceAccount(merchantID: "bravo", masterKey: Self.masterKey)
+            }
+        }
+    }
+
     @Test func anUnknownMerchantOrAnotherMasterKeyIsRefusedAndChangesNothing() async throws {
         try await withFixture { fixture in
             try await fixture.engine.setFCMServiceAccount(merchantID: "bravo", serviceAccountJSON: Self.serviceAccount(), masterKey: Self.masterKey)
