@@ -107,6 +107,10 @@ extension Workflow {
             object["types"] = .array(structTypes.map { ["name": .string($0.name), "fields": fieldList($0.fields)] })
             document = .object(object)
         }
+        if let android = androidCanonicalValue, case .object(var object) = document {
+            object["android"] = android
+            document = .object(object)
+        }
         return document
     }
 }

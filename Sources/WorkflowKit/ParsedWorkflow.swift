@@ -50,6 +50,7 @@ struct ParsedState {
     var position: SourcePosition
     var content: [String: Located<ValueSpec>]
     var alert: ParsedAlert?
+    var android: ParsedAndroid?
 }
 
 struct ParsedTransition {

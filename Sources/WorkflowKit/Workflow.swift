@@ -23,6 +23,8 @@ public struct Workflow: Sendable, Hashable {
     public var transitions: [TransitionSpec]
     public var lifecycle: LifecycleSpec
     public var timers: [TimerSpec]
+    /// The Android Live Update's presentation and progress bar (`android:` sections and what is derived).
+    public var android = AndroidSpec()
 }
 
 /// A state of the workflow with the defaults used by every transition into it.

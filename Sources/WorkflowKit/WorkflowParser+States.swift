@@ -2,7 +2,7 @@ import Yams
 
 /// `states`: each state's flags, default content, alert and presentation.
 extension WorkflowParser {
-    static let stateKeys = ["description", "initial", "final", "content", "alert", "stale-after", "relevance", "priority"]
+    static let stateKeys = ["description", "initial", "final", "content", "alert", "stale-after", "relevance", "priority", "android"]
 
     mutating func parseStates(_ node: Node, contentSchema: [FieldSpec]) -> [ParsedState] {
         guard let map = mapping(node, what: "`states`", allowed: nil) else { return [] }
@@ -44,6 +44,7 @@ extension WorkflowParser {
             if let node = fields["stale-after"] { spec.staleAfter = duration(node, what: "`stale-after` of \(what)") }
             if let node = fields["relevance"] { spec.relevanceScore = number(node, what: "`relevance` of \(what)") }
             if let node = fields["priority"] { spec.priority = priority(node) }
+            if let node = fields["android"] { parsed.android = parseAndroid(node, what: "`android` of \(what)", workflowLevel: false) }
             parsed.spec = spec
             states.append(parsed)
         }

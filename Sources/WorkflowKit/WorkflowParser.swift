@@ -25,7 +25,7 @@ struct WorkflowParser {
 
     // MARK: Entry point
 
-    static let rootKeys = ["name", "description", "types", "activity", "states", "transitions", "lifecycle", "timers"]
+    static let rootKeys = ["name", "description", "types", "activity", "states", "transitions", "lifecycle", "timers", "android"]
 
     mutating func run() -> Workflow? {
         let root: Node
@@ -85,6 +85,8 @@ struct WorkflowParser {
             timers = parseTimers(node)
         }
 
+        let android = top["android"].flatMap { parseAndroid($0, what: "`android`", workflowLevel: true) }
+
         guard let activity, let lifecycle, !name.isEmpty else { return nil }
         var validator = WorkflowValidator(
             parser: self,
@@ -103,6 +105,7 @@ struct WorkflowParser {
             dismissals: lifecycle.dismissals,
             timers: timers
         )
+        validator.android = android
         let workflow = validator.validate()
         self.diagnostics = validator.parser.diagnostics
         return workflow

@@ -17,6 +17,8 @@ struct WorkflowValidator {
     let timers: [ParsedTimer]
     /// Index in `states` by name: lookups stay cheap in workflows with thousands of states.
     let stateIndex: [String: Int]
+    /// The workflow-level `android:` section, if written.
+    var android: ParsedAndroid?
 
     init(parser: WorkflowParser, name: String, description: String, attributesType: String, structTypes: [StructType],
          attributesSchema: [FieldSpec],
@@ -79,15 +81,18 @@ struct WorkflowValidator {
         let initialName = initials.first?.spec.name
         checkStart(initials: initials)
         let timerSpecs = makeTimerSpecs(finals: finals, transitions: specs)
+        let androidSpec = makeAndroidSpec(expanded: expanded, graph: graph, initial: initialName, finals: finals)
 
         guard parser.diagnostics.isEmpty, let initialName else { return nil }
-        let workflow = Workflow(
+        var workflow = Workflow(
             name: name, description: description, attributesType: attributesType, structTypes: structTypes,
             attributesSchema: attributesSchema,
             contentSchema: contentSchema, states: states.map(\.spec), initialState: initialName, finalStates: finals,
             transitions: transitionSpecs, lifecycle: lifecycle, timers: timerSpecs)
+        workflow.android = androidSpec
 
         checkPayloadSizes(of: workflow, expanded: expanded, specs: specs)
+        checkAndroidDataSizes(of: workflow, expanded: expanded, specs: specs)
         return parser.diagnostics.isEmpty ? workflow : nil
     }
 }

@@ -29,6 +29,8 @@ struct TokenCommand: AsyncParsableCommand {
                       updates the activity the app runs for order O
                   --device-token TOKEN
                       ordinary alerts when the device shows no activity
+                  --fcm TOKEN
+                      an Android device's FCM registration token (Live Updates)
                 A newer token of the same kind replaces the old one.
 
                 Example:
@@ -54,10 +56,13 @@ struct TokenCommand: AsyncParsableCommand {
         @Option(help: ArgumentHelp("The device's APNs token for ordinary notifications (hex).", valueName: "token"))
         var deviceToken: String?
 
+        @Option(help: ArgumentHelp("An Android device's FCM registration token.", valueName: "token"))
+        var fcm: String?
+
         func validate() throws {
-            let given = [pushToStart, activity, deviceToken].compactMap { $0 }.count
+            let given = [pushToStart, activity, deviceToken, fcm].compactMap { $0 }.count
             guard given == 1 else {
-                throw ValidationError("give exactly one of --push-to-start, --activity, --device-token")
+                throw ValidationError("give exactly one of --push-to-start, --activity, --device-token, --fcm")
             }
             if pushToStart != nil, attributesType == nil {
                 throw ValidationError("--push-to-start needs --attributes-type (the app's ActivityAttributes type, e.g. FoodOrderAttributes)")
@@ -85,8 +90,11 @@ struct TokenCommand: AsyncParsableCommand {
                 } else if let token = deviceToken {
                     let stored = try await engine.registerDeviceToken(deviceID: device, token: token)
                     return "registered device token \(Formatting.maskedToken(stored)) for device \(device)"
+                } else if let token = fcm {
+                    let stored = try await engine.registerFCMToken(deviceID: device, token: token)
+                    return "registered FCM token \(Formatting.maskedToken(stored)) for device \(device)"
                 }
-                throw CLIError(.usage, "no token given", remedy: "give one of --push-to-start, --activity, --device-token")
+                throw CLIError(.usage, "no token given", remedy: "give one of --push-to-start, --activity, --device-token, --fcm")
             }
             context.terminal.write(Formatting.escaped(message))
         }

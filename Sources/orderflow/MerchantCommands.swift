@@ -23,7 +23,7 @@ struct MerchantCommand: AsyncParsableCommand {
               orderflow merchant list
               orderflow merchant retention luigis 45d
             """,
-        subcommands: [Add.self, List.self, SetAPNS.self, RotateClientKey.self, MerchantRetentionCommand.self])
+        subcommands: [Add.self, List.self, SetAPNS.self, SetFCM.self, RotateClientKey.self, MerchantRetentionCommand.self])
 
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

@@ -7,11 +7,13 @@ public struct MasterKeyRotation: Sendable, Hashable {
     public var apnsKeys: Int
     /// Client-secret key versions, now sealed under the new master key (unsealed ones included).
     public var clientSecretKeys: Int
+    /// Merchants' FCM service accounts, now sealed under the new master key.
+    public var fcmKeys: Int = 0
 }
 
 extension OrderFlowEngine {
-    /// Seals every stored secret anew under `new`: the merchants' APNs keys and client-secret
-    /// keys, opened with `current` (needed once anything is sealed; unsealed client-secret keys
+    /// Seals every stored secret anew under `new`: the merchants' APNs keys, client-secret
+    /// keys and FCM service accounts, opened with `current` (needed once anything is sealed; unsealed client-secret keys
     /// are sealed too). One transaction: either everything is under the new key or nothing
     /// changed. Processes still holding the old key cannot open them afterwards: restart them
     /// with the new one.
@@ -54,7 +56,19 @@ extension OrderFlowEngine {
                     try await MerchantStore.resealClientKey(connection, merchantID: merchantID, version: stored.version,
                                                             sealed: try new.seal(key, context: context), masterKeyID: new.id)
                 }
-                return MasterKeyRotation(apnsKeys: apps.count, clientSecretKeys: keys.count)
+                let accounts = try await AndroidStore.lockSealedFCMKeys(connection)
+                for account in accounts {
+                    let merchantID: String = try account.decode("merchant_id")
+                    let context = Self.fcmKeyContext(merchantID: merchantID, projectID: try account.decode("project_id"))
+                    let sealedBy: String = try account.decode("master_key_id")
+                    guard let current, current.id == sealedBy,
+                          let sealed = Data(base64Encoded: try account.decode("sealed", as: String.self), options: .ignoreUnknownCharacters),
+                          let json = current.open(sealed, context: context)
+                    else { throw refuse("merchant \(Self.shown(merchantID))'s FCM service account", sealedBy: sealedBy) }
+                    try await AndroidStore.resealFCMKey(connection, merchantID: merchantID,
+                                                        sealed: try new.seal(json, context: context), masterKeyID: new.id)
+                }
+                return MasterKeyRotation(apnsKeys: apps.count, clientSecretKeys: keys.count, fcmKeys: accounts.count)
             }
         }
     }
