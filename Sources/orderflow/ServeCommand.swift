@@ -4,8 +4,6 @@ import ConsoleOutput
 import Foundation
 import Logging
 import Metrics
-import NIOCore
-import NIOPosix
 import OrderFlow
 import OrderFlowHTTP
 import Prometheus
@@ -69,7 +67,6 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         // Taken first, before the embedded database (a child process) could inherit it.
         let systemd = SystemdNotifier.takenFromEnvironment()
-        Self.runTasksOnEventLoops()
         let context = CommandContext.current()
         let logger = context.logger("orderflow.serve", defaultLevel: .info)
         // Said once the server listens (a server that cannot start says only why).
@@ -110,16 +107,6 @@ struct ServeCommand: AsyncParsableCommand {
                                  server: server, warnings: warnings, logger: logger, systemd: systemd,
                                  workerReady: { try await host.readyForSystemd() })
         }
-    }
-
-    /// Runs the process's tasks on NIO's event loops (the threads that read and write the
-    /// API's sockets) instead of Swift's own pool: every request otherwise crosses from an
-    /// event loop to a pool thread and back, and those wake-ups and context switches cost the
-    /// server more CPU per advance than the engine's own work (`orderflow-bench http`). Safe
-    /// here because nothing in the server blocks a task: libpq runs on threads of its own
-    /// (PGKit). Once per process, before the server's first task; only `serve` does it.
-    static func runTasksOnEventLoops() {
-        _ = NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
     }
 
     /// The metrics token a file holds (surrounding whitespace dropped).
