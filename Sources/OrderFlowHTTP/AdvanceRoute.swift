@@ -163,53 +163,12 @@ extension OrderFlowAPI {
                     .orderFlowReplayed: result.replayed ? "true" : "false",
                 ])
             }
-            let json = try Self.advanceResultJSON(result, workflow: try await engine.workflow(of: result.order))
+            let json = try Self.advanceResultBytes(result, workflow: try await engine.workflow(of: result.order))
             return Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
-                            body: ResponseBody(byteBuffer: ByteBuffer(bytes: json.serialized)))
+                            body: ResponseBody(byteBuffer: ByteBuffer(bytes: json)))
         } catch {
             return ProblemResponse.response(for: error, requestID: requestID)
         }
-    }
-
-    /// The contract's `AdvanceResult` for `result`, member for member as ``advanceResult(_:_:)``
-    /// gives it to the generated encoder.
-    static func advanceResultJSON(_ result: AdvanceResult, workflow: Workflow) throws -> JSONValue {
-        let times = ISO8601Transcoder()
-        func time(_ date: Date) throws -> JSONValue { .string(try times.encode(date)) }
-        func object(_ value: JSONValue) throws -> JSONValue {
-            guard case .object = value else { throw OrderFlowError(.invalidInput, "expected a JSON object here") }
-            return value
-        }
-        let order = result.order.readable(in: workflow)
-        var orderJSON: [String: JSONValue] = [
-            "id": .string(order.orderID), "workflow": .string(order.workflow), "workflow_version": .int(order.workflowVersion),
-            "state": .string(order.state), "seq": .int(order.seq), "is_final": .bool(order.isFinal),
-            "attributes": try object(order.attributes), "content": try object(order.content),
-            "created_at": try time(order.createdAt), "updated_at": try time(order.updatedAt),
-            "state_entered_at": try time(order.stateEnteredAt),
-        ]
-        if let channel = order.channel {
-            let state = Components.Schemas.BroadcastChannel.StatePayload(rawValue: channel.state.rawValue) ?? .failed
-            var channelJSON: [String: JSONValue] = [
-                "state": .string(state.rawValue), "storage": .string(channel.storage == .none ? "none" : "latest"),
-            ]
-            channelJSON["id"] = channel.id.map(JSONValue.string)
-            channelJSON["reason"] = channel.reason.map(JSONValue.string)
-            orderJSON["channel"] = .object(channelJSON)
-        }
-        let transition = result.transition.readable(in: workflow)
-        var transitionJSON: [String: JSONValue] = [
-            "seq": .int(transition.seq), "to": .string(transition.to), "input": try object(transition.input),
-            "occurred_at": try time(transition.occurredAt), "content": try object(transition.content),
-            "priority": .int(transition.priority >= 10 ? 10 : 5), "aps": try object(transition.aps),
-        ]
-        transitionJSON["from"] = transition.from.map(JSONValue.string)
-        transitionJSON["event"] = transition.event.map(JSONValue.string)
-        transitionJSON["actor"] = transition.actor.map(JSONValue.string)
-        transitionJSON["stale_date"] = try transition.staleDate.map(time)
-        transitionJSON["dismissal_date"] = try transition.dismissalDate.map(time)
-        transitionJSON["relevance_score"] = transition.relevanceScore.map(JSONValue.double)
-        return .object(["order": .object(orderJSON), "transition": .object(transitionJSON), "replayed": .bool(result.replayed)])
     }
 
     /// A header value as the generated server writes a string (percent-encoded beyond the

@@ -1,0 +1,123 @@
+import APNSCore
+import Foundation
+import OrderFlow
+import WorkflowKit
+
+extension OrderFlowAPI {
+    /// The contract's `AdvanceResult` for `result` as JSON bytes, member for member as
+    /// ``advanceResult(_:_:)`` gives it to the generated encoder, written straight into the
+    /// answer: no dictionary is built and sorted per object (the members are written in the
+    /// order a sorted-keys encoder writes them; nested values the engine gives as JSON are
+    /// written as they are).
+    static func advanceResultBytes(_ result: AdvanceResult, workflow: Workflow) throws -> [UInt8] {
+        let times = ISO8601Transcoder()
+        let order = result.order.readable(in: workflow)
+        let transition = result.transition.readable(in: workflow)
+        var json = AnswerWriter()
+        try json.object { json in
+            json.key("order")
+            try json.object { json in
+                try json.object("attributes", order.attributes)
+                if let channel = order.channel {
+                    let state = Components.Schemas.BroadcastChannel.StatePayload(rawValue: channel.state.rawValue) ?? .failed
+                    json.key("channel")
+                    json.object { json in
+                        json.string("id", channel.id)
+                        json.string("reason", channel.reason)
+                        json.string("state", state.rawValue)
+                        json.string("storage", channel.storage == .none ? "none" : "latest")
+                    }
+                }
+                try json.object("content", order.content)
+                try json.string("created_at", times.encode(order.createdAt))
+                json.string("id", order.orderID)
+                json.bool("is_final", order.isFinal)
+                json.int("seq", order.seq)
+                json.string("state", order.state)
+                try json.string("state_entered_at", times.encode(order.stateEnteredAt))
+                try json.string("updated_at", times.encode(order.updatedAt))
+                json.string("workflow", order.workflow)
+                json.int("workflow_version", order.workflowVersion)
+            }
+            json.bool("replayed", result.replayed)
+            json.key("transition")
+            try json.object { json in
+                json.string("actor", transition.actor)
+                try json.object("aps", transition.aps)
+                try json.object("content", transition.content)
+                try json.string("dismissal_date", transition.dismissalDate.map(times.encode))
+                json.string("event", transition.event)
+                json.string("from", transition.from)
+                try json.object("input", transition.input)
+                try json.string("occurred_at", times.encode(transition.occurredAt))
+                json.int("priority", transition.priority >= 10 ? 10 : 5)
+                if let score = transition.relevanceScore { json.value("relevance_score", .double(score)) }
+                json.int("seq", transition.seq)
+                try json.string("stale_date", transition.staleDate.map(times.encode))
+                json.string("to", transition.to)
+            }
+        }
+        return json.bytes
+    }
+}
+
+/// Writes one JSON document member by member; the caller gives each object's members in the
+/// order they are to appear. An absent optional member is left out, as the generated encoder
+/// leaves out a nil.
+struct AnswerWriter {
+    private(set) var bytes: [UInt8] = []
+    private var afterValue = false
+
+    init() {
+        bytes.reserveCapacity(1_024)
+    }
+
+    /// An object whose members `members` writes.
+    mutating func object(_ members: (inout AnswerWriter) throws -> Void) rethrows {
+        bytes.append(UInt8(ascii: "{"))
+        afterValue = false
+        try members(&self)
+        bytes.append(UInt8(ascii: "}"))
+        afterValue = true
+    }
+
+    /// A member's name; its value follows.
+    mutating func key(_ name: StaticString) {
+        if afterValue { bytes.append(UInt8(ascii: ",")) }
+        bytes.append(UInt8(ascii: "\""))
+        name.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        bytes.append(contentsOf: "\":".utf8)
+        afterValue = false
+    }
+
+    mutating func string(_ name: StaticString, _ value: String?) {
+        guard let value else { return }
+        key(name)
+        JSONValue.writeString(value, into: &bytes)
+        afterValue = true
+    }
+
+    mutating func int(_ name: StaticString, _ value: Int) {
+        key(name)
+        bytes.append(contentsOf: String(value).utf8)
+        afterValue = true
+    }
+
+    mutating func bool(_ name: StaticString, _ value: Bool) {
+        key(name)
+        bytes.append(contentsOf: (value ? "true" : "false").utf8)
+        afterValue = true
+    }
+
+    mutating func value(_ name: StaticString, _ value: JSONValue) {
+        key(name)
+        value.write(into: &bytes)
+        afterValue = true
+    }
+
+    /// A member the contract declares an object: anything else is the engine's mistake.
+    mutating func object(_ name: StaticString, _ value: JSONValue) throws {
+        guard case .object = value else { throw OrderFlowError(.invalidInput, "expected a JSON object here") }
+        self.value(name, value)
+    }
+}
