@@ -134,7 +134,7 @@ struct DateRangeTests {
         #expect(update.apnsPayload().json["aps"]?["content-state"]?["window"] == [.double(767_794_200), .double(767_795_100)])
         // The bytes sent: exactly these numbers, as JSON numbers.
         let body = try JSONValue(json: String(decoding: try update.apnsPayload().encoded(), as: UTF8.self))
-        #expect(body["aps"]?["content-state"]?["window"]?.arrayValue?.compactMap(\.doubleValue) == [767_794_200, 767_795_100])
+        #expect(body["aps"]?["content-state"]?["window"]?.arrayValue?.compactMap { $0.doubleValue } == [767_794_200, 767_795_100])
         // Text shows the window as ISO-8601 UTC, `lower..upper`.
         #expect(update.contentState["note"] == "Arriving 2025-05-01T12:10:00Z..2025-05-01T12:25:00Z")
     }
@@ -248,7 +248,7 @@ struct DateRangeTests {
         #expect(window.upperBound == Date(timeIntervalSince1970: 1_746_102_300))  // 12:25:00Z
         // And Swift's own encoding is what the engine sends.
         let reencoded = try JSONValue(json: String(decoding: try JSONEncoder().encode(decoded.aps.contentState), as: UTF8.self))
-        #expect(reencoded["window"]?.arrayValue?.compactMap(\.doubleValue) == update.contentState["window"]?.arrayValue?.compactMap(\.doubleValue))
+        #expect(reencoded["window"]?.arrayValue?.compactMap { $0.doubleValue } == update.contentState["window"]?.arrayValue?.compactMap { $0.doubleValue })
         // A range the engine refuses (ending first) is one the phone could not decode either.
         #expect(throws: DecodingError.self) {
             _ = try JSONDecoder().decode(AppPayload.APS.ContentState.self, from: Data(#"{"window":[767795100,767794200]}"#.utf8))
