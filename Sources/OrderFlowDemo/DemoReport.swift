@@ -187,7 +187,7 @@ struct DemoReport: Sendable {
         }.joined(separator: " · ")
     }
 
-    /// `preparing · eta 14:28 · Sam`: the fields a glance at the Lock Screen shows.
+    /// `preparing · Sam · eta 14:28 · arriving 14:24–14:34`: the fields a glance at the Lock Screen shows.
     static func contentSummary(_ content: JSONValue?) -> String {
         guard let content else { return "-" }
         var parts: [String] = []
@@ -198,6 +198,13 @@ struct DemoReport: Sendable {
         if let eta = content["eta"]?.doubleValue {
             // Dates in the app's JSON count from 2001-01-01, as Swift's `Date` decodes them.
             parts.append("eta " + Self.hourMinute(Date(timeIntervalSinceReferenceDate: eta)))
+        }
+        if let window = content["deliveryWindow"]?.arrayValue, window.count == 2,
+            let lower = window[0].doubleValue, let upper = window[1].doubleValue
+        {
+            // A `ClosedRange<Date>`: `[lower, upper]`, each counted from 2001-01-01 as above.
+            parts.append("arriving " + Self.hourMinute(Date(timeIntervalSinceReferenceDate: lower)) + "–"
+                + Self.hourMinute(Date(timeIntervalSinceReferenceDate: upper)))
         }
         return parts.isEmpty ? "-" : Formatting.escaped(parts.joined(separator: " · "))
     }

@@ -100,7 +100,7 @@ struct DemoScript: Sendable {
         try await activityStarted(id, on: cast.anna)
         try await engine.registerActivityToken(orderID: id, deviceID: cast.anna, token: cast.annaActivity)
         let steps: [(String, JSONValue)] = [
-            ("accept", ["eta": "+25m"]), ("ready", [:]), ("dispatch", ["eta": "+12m", "driver": "Sam"]), ("deliver", [:]),
+            ("accept", ["eta": "+25m"]), ("ready", [:]), ("dispatch", ["eta": "+12m", "driver": "Sam", "window": "+8m..+18m"]), ("deliver", [:]),
         ]
         for (target, input) in steps {
             try await Task.sleep(for: pause)

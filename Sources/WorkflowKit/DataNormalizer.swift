@@ -1,7 +1,8 @@
 import Foundation
 
 /// Checks data callers give (attributes, inputs) against a schema and normalizes it: dates as
-/// ISO-8601 UTC text or offsets kept as written, integral doubles as ints, defaults filled in.
+/// ISO-8601 UTC text or offsets kept as written (date ranges as `lower..upper` of those),
+/// integral doubles as ints, defaults filled in.
 enum DataNormalizer {
     static func normalize(_ value: JSONValue, schema: [FieldSpec], subject: String, allowRelativeDates: Bool,
                           reference: Date) throws(DataValidationError) -> JSONValue
@@ -86,22 +87,15 @@ enum DataNormalizer {
             guard let text = value.stringValue else {
                 return problem("expected a date as ISO-8601 text like \"2025-05-01T12:00:00Z\", got \(value.typeName) \(shown())")
             }
-            let date: Date
-            let normalized: JSONValue
-            if let absolute = DateValues.parseISO8601(text) {
-                date = absolute
-                normalized = .string(DateValues.formatISO8601(absolute))
-            } else if allowRelativeDates, let offset = DateValues.parseOffset(text) {
-                guard offset >= 0 else {
-                    return problem("`\(excerpt(text))` lies in the past; give a time from now like \"+15m\", or ISO-8601 like \"2025-05-01T12:00:00Z\"")
-                }
-                date = reference.addingTimeInterval(offset)
-                normalized = .string(text)
-            } else {
-                return problem("`\(excerpt(text))` is not a date; use ISO-8601 like \"2025-05-01T12:00:00Z\"\(allowRelativeDates ? " or an offset like \"+15m\"" : "")")
+            switch normalizeDate(text, allowRelativeDates: allowRelativeDates, reference: reference) {
+            case .success(let date): return .string(date.normalized)
+            case .failure(let failure): return problem(failure.message)
             }
-            if let message = dateRangeProblem(text, date, reference: reference, isInput: allowRelativeDates) { return problem(message) }
-            return normalized
+        case .daterange:
+            switch normalizeDateRange(value, allowRelativeDates: allowRelativeDates, reference: reference) {
+            case .success(let range): return range
+            case .failure(let failure): return problem(failure.message)
+            }
         case .enumeration(let values):
             guard let text = value.stringValue, values.contains(text) else {
                 let hint = value.stringValue.map { didYouMean($0, in: values) } ?? ""
@@ -134,6 +128,63 @@ enum DataNormalizer {
                             reference: reference, into: &result, problems: &problems)
             return .object(result)
         }
+    }
+
+    /// Why a value was refused, for `Result`.
+    struct Refusal: Error {
+        let message: String
+    }
+
+    /// A date given as text: ISO-8601 (normalized to UTC) or, in inputs, an offset such as `+15m`
+    /// (kept as written), within the range `dateRangeProblem` allows.
+    static func normalizeDate(_ text: String, allowRelativeDates: Bool, reference: Date) -> Result<(date: Date, normalized: String), Refusal> {
+        let date: Date
+        let normalized: String
+        if let absolute = DateValues.parseISO8601(text) {
+            date = absolute
+            normalized = DateValues.formatISO8601(absolute)
+        } else if allowRelativeDates, let offset = DateValues.parseOffset(text) {
+            guard offset >= 0 else {
+                return .failure(.init(message: "`\(excerpt(text))` lies in the past; give a time from now like \"+15m\", or ISO-8601 like \"2025-05-01T12:00:00Z\""))
+            }
+            date = reference.addingTimeInterval(offset)
+            normalized = text
+        } else {
+            return .failure(.init(message: "`\(excerpt(text))` is not a date; use ISO-8601 like \"2025-05-01T12:00:00Z\"\(allowRelativeDates ? " or an offset like \"+15m\"" : "")"))
+        }
+        if let message = dateRangeProblem(text, date, reference: reference, isInput: allowRelativeDates) { return .failure(.init(message: message)) }
+        return .success((date, normalized))
+    }
+
+    /// A date range given as `lower..upper` text or as an array of two date texts; each side is
+    /// checked as a date, and the lower may not lie after the upper. Normalized to `lower..upper`.
+    static func normalizeDateRange(_ value: JSONValue, allowRelativeDates: Bool, reference: Date) -> Result<JSONValue, Refusal> {
+        let sides: (lower: String, upper: String)
+        if let text = value.stringValue {
+            guard let split = DateRangeValues.split(text) else {
+                return .failure(.init(message: "`\(excerpt(text))` is not a date range; join two times with `..`, like \(DateRangeValues.example)"))
+            }
+            sides = split
+        } else if let items = value.arrayValue, items.count == 2, let lower = items[0].stringValue, let upper = items[1].stringValue {
+            sides = (lower.trimmingWhitespace(), upper.trimmingWhitespace())
+        } else {
+            return .failure(.init(message: "expected a date range as text like \(DateRangeValues.example), or an array of two date texts, got \(value.typeName) \(excerpt(value.jsonString))"))
+        }
+        let lower: (date: Date, normalized: String)
+        let upper: (date: Date, normalized: String)
+        switch normalizeDate(sides.lower, allowRelativeDates: allowRelativeDates, reference: reference) {
+        case .success(let date): lower = date
+        case .failure(let failure): return .failure(.init(message: "the range's start: " + failure.message))
+        }
+        switch normalizeDate(sides.upper, allowRelativeDates: allowRelativeDates, reference: reference) {
+        case .success(let date): upper = date
+        case .failure(let failure): return .failure(.init(message: "the range's end: " + failure.message))
+        }
+        let written = DateRangeValues.join(lower.normalized, upper.normalized)
+        guard upper.date >= lower.date else {
+            return .failure(.init(message: "`\(excerpt(written))` ends before it starts; give the earlier time first"))
+        }
+        return .success(.string(written))
     }
 
     /// What is wrong with a text value whatever its type: a NUL, which PostgreSQL text and jsonb

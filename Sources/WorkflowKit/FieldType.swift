@@ -1,7 +1,8 @@
 /// The type of a field in the attributes schema, the ContentState schema or a transition's input.
 ///
 /// Written in YAML in a compact form: `string`, `string(60)` (at most 60 characters), `int`,
-/// `double`, `bool`, `date`, `enum(a, b, c)`, a trailing `?` for optional (`date?`), and
+/// `double`, `bool`, `date`, `daterange` (a window between two dates, Swift's `ClosedRange<Date>`),
+/// `enum(a, b, c)`, a trailing `?` for optional (`date?`), and
 /// `[T]` or `[T; N]` for an array of at most N elements (10 when not given), and the name of a
 /// struct type declared under `types:` (`Driver`).
 public indirect enum FieldType: Sendable, Hashable {
@@ -10,6 +11,8 @@ public indirect enum FieldType: Sendable, Hashable {
     case double
     case bool
     case date
+    /// Two dates, lower ≤ upper (an ETA window): Swift's `ClosedRange<Date>`, `[lower, upper]` in JSON.
+    case daterange
     /// A String-backed enum; the values are its raw values and its Swift case names.
     case enumeration([String])
     case optional(FieldType)
@@ -46,6 +49,7 @@ public indirect enum FieldType: Sendable, Hashable {
         case .double: return "double"
         case .bool: return "bool"
         case .date: return "date"
+        case .daterange: return "daterange"
         case .enumeration(let values): return "enum(\(values.joined(separator: ", ")))"
         case .optional(let wrapped): return wrapped.spelling + "?"
         case .array(let element, let maxCount):
@@ -63,6 +67,7 @@ public indirect enum FieldType: Sendable, Hashable {
         case .double: return "a double"
         case .bool: return "a bool"
         case .date: return "a date"
+        case .daterange: return "a date range"
         case .enumeration(let values): return "one of \(values.joined(separator: ", "))"
         case .optional(let wrapped): return wrapped.kindDescription + " or null"
         case .array(let element, _): return "an array of \(element.spelling)"
@@ -76,7 +81,7 @@ public struct FieldSpec: Sendable, Hashable {
     public var name: String
     public var type: FieldType
     /// The value used when nothing sets the field (the app's `var status: Status = .received`):
-    /// a literal, in the form data is given in (never a date or a struct).
+    /// a literal, in the form data is given in (never a date, a date range or a struct).
     public var defaultValue: JSONValue?
     /// A ContentState field that keeps its previous value unless a transition or state sets it.
     public var carriesOver: Bool
@@ -203,6 +208,7 @@ private struct TypeParser {
             case "double": type = .double
             case "bool": type = .bool
             case "date": type = .date
+            case "daterange": type = .daterange
             case "enum":
                 guard consume("(") else {
                     throw .init(message: "an enum lists its values in parentheses, e.g. `enum(ready, delivered)`")
@@ -222,17 +228,17 @@ private struct TypeParser {
                 }
                 type = .enumeration(values)
             case "":
-                throw .init(message: "expected a type: string, string(N), int, double, bool, date, enum(a, b), T? or [T; N]")
+                throw .init(message: "expected a type: string, string(N), int, double, bool, date, daterange, enum(a, b), T? or [T; N]")
             default:
                 if let structure = structs[name] {
                     type = .structure(structure)
                     break
                 }
-                let known = ["string", "int", "double", "bool", "date", "enum"] + structs.keys.sorted()
+                let known = ["string", "int", "double", "bool", "date", "daterange", "enum"] + structs.keys.sorted()
                 let hint = closestMatch(to: name, in: known).map { " (did you mean `\($0)`?)" } ?? ""
                 throw .init(
                     message:
-                        "unknown type `\(name)`\(hint); use string, string(N), int, double, bool, date, enum(a, b), T?, [T; N] or a struct type declared above under `types:`"
+                        "unknown type `\(name)`\(hint); use string, string(N), int, double, bool, date, daterange, enum(a, b), T?, [T; N] or a struct type declared above under `types:`"
                 )
             }
         }

@@ -4,7 +4,8 @@
 ///
 /// Rule (see docs/workflows.md): every value counts at its largest: a `string(N)` as N bytes
 /// (one byte per character; JSON escaping is not counted), a string without a max length as
-/// `defaultStringLength` bytes, an int as 20, a double or a date as 24, a bool as 5, an enum as
+/// `defaultStringLength` bytes, an int as 20, a double or a date as 24, a date range as 51
+/// (`[`, two dates, `,`, `]`), a bool as 5, an enum as
 /// its longest value, an optional as the larger of its value and `null`, an array as N
 /// elements. Templates count their literal text plus the largest rendering of each variable.
 /// Timestamps count 10 digits. Render checks the real payload against the same limit, so a
@@ -99,7 +100,9 @@ struct PayloadBounds {
         switch value {
         case .literal(let literal):
             if literal.isNull { return 4 }
+            // Written as text, sent as seconds since 2001.
             if case .date = type.nonOptional { return Self.jsonBound(.date) }
+            if case .daterange = type.nonOptional { return Self.jsonBound(.daterange) }
             return literal.jsonByteCount
         case .list(let items):
             guard case .array(let element, _) = type.nonOptional else { return Self.jsonBound(type) }
@@ -157,6 +160,7 @@ struct PayloadBounds {
         case .string(let maxLength): return sum([maxLength ?? defaultStringLength, 2])
         case .int: return 20
         case .double, .date: return 24
+        case .daterange: return sum([2, jsonBound(.date), 1, jsonBound(.date)])
         case .bool: return 5
         case .enumeration(let values): return (values.map(\.utf8.count).max() ?? 0) + 2
         case .optional(let wrapped): return max(4, jsonBound(wrapped))
@@ -172,6 +176,7 @@ struct PayloadBounds {
         case .int: return 20
         case .double: return 24
         case .date: return dateTextBytes
+        case .daterange: return sum([dateTextBytes, 2, dateTextBytes])  // lower..upper
         case .bool: return 5
         case .enumeration(let values): return values.map(\.utf8.count).max() ?? 0
         case .optional(let wrapped): return textBound(wrapped)

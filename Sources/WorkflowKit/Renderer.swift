@@ -60,9 +60,16 @@ struct Renderer {
         template.renderDirect(variables) ?? template.render(Self.mustacheContext(variables))
     }
 
-    /// A value as templates see it: dates (ISO text, offsets or 2001-based seconds) become ISO text.
+    /// A value as templates see it: dates (ISO text, offsets or 2001-based seconds) become ISO
+    /// text, date ranges `lower..upper` of ISO text (from text or the app's `[lower, upper]`).
     static func templateValue(_ value: JSONValue, type: FieldType, time: Date) -> JSONValue {
         switch (type.nonOptional, value) {
+        case (.daterange, .string(let text)):
+            return DateRangeValues.resolve(text, relativeTo: time).map { .string(DateRangeValues.formatISO8601($0.lower, $0.upper)) } ?? value
+        case (.daterange, .array):
+            guard let bounds = DateRangeValues.appBounds(value) else { return value }
+            return .string(DateRangeValues.formatISO8601(Date(timeIntervalSinceReferenceDate: bounds.lower),
+                                                         Date(timeIntervalSinceReferenceDate: bounds.upper)))
         case (.date, .string(let text)):
             return DateValues.resolve(text, relativeTo: time).map { .string(DateValues.formatISO8601($0)) } ?? value
         case (.date, .int), (.date, .double):
@@ -129,6 +136,12 @@ struct Renderer {
             if case .string(let text) = value, text.trimmingWhitespace().isEmpty {
                 return .null
             }
+            // So does a range both of whose sides render empty (`{{input.from}}..{{input.to}}`).
+            if case .daterange = wrapped, let text = value.stringValue, let sides = DateRangeValues.split(text),
+                sides.lower.isEmpty, sides.upper.isEmpty
+            {
+                return .null
+            }
             return try convert(value, type: wrapped, field: field, elementsConverted: elementsConverted)
         }
         if value.isNull {
@@ -167,6 +180,8 @@ struct Renderer {
             if let seconds = value.doubleValue { return .double(seconds) }
             throw error(.typeMismatch, field,
                         "expected a date (ISO-8601 like 2025-05-01T12:00:00Z or an offset like +15m), rendered \(value.jsonString)")
+        case .daterange:
+            return try dateRange(value, text: text, field: field)
         case .enumeration(let values):
             guard let text, values.contains(text) else {
                 throw error(.typeMismatch, field, "rendered \(value.jsonString), which is not one of \(codeList(values))")
@@ -192,6 +207,25 @@ struct Renderer {
             }
             return .object(result)
         }
+    }
+
+    /// `lower..upper` text (each side ISO-8601 or an offset), or the app's `[lower, upper]`
+    /// already, as `[lower, upper]` seconds since 2001; a range that ends before it starts is
+    /// refused, as Swift's `ClosedRange` decoder would refuse it on the phone.
+    func dateRange(_ value: JSONValue, text: String?, field: String) throws -> JSONValue {
+        let bounds: (lower: Double, upper: Double)
+        if let text, let dates = DateRangeValues.resolve(text, relativeTo: time) {
+            bounds = (dates.lower.timeIntervalSinceReferenceDate, dates.upper.timeIntervalSinceReferenceDate)
+        } else if let app = DateRangeValues.appBounds(value) {
+            bounds = app
+        } else {
+            throw error(.typeMismatch, field,
+                        "expected a date range (two times joined by `..`, like \(DateRangeValues.example)), rendered \(value.jsonString)")
+        }
+        guard bounds.upper >= bounds.lower else {
+            throw error(.typeMismatch, field, "the date range \(value.jsonString) ends before it starts; give the earlier time first")
+        }
+        return .array([.double(bounds.lower), .double(bounds.upper)])
     }
 
     func alert(_ spec: AlertSpec) throws -> ActivityAlert {

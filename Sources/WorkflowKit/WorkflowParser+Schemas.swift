@@ -151,7 +151,7 @@ extension WorkflowParser {
         let isEmptyList = if case .sequence(let items) = node { items.isEmpty } else { false }
         func hasDateOrStruct(_ type: FieldType) -> Bool {
             switch type {
-            case .date, .structure: return true
+            case .date, .daterange, .structure: return true
             case .optional(let wrapped): return hasDateOrStruct(wrapped)
             case .array(let element, _): return !isEmptyList && hasDateOrStruct(element)
             default: return false

@@ -25,6 +25,10 @@ extension WorkflowParser {
         switch node {
         case .sequence(let items):
             guard case .array(let element, let maxCount) = type.nonOptional else {
+                if case .daterange = type.nonOptional {
+                    error("\(label) is written as one text, two times joined by `..`: \(DateRangeValues.example)", at: node)
+                    return nil
+                }
                 error("\(label) is not an array; give a single value, not a list", at: node)
                 return nil
             }
@@ -104,6 +108,15 @@ extension WorkflowParser {
         case .date:
             guard tag == .str || tag == .timestamp, DateValues.isDateLiteral(text) else {
                 return wrong("a date: an ISO-8601 time like `2025-05-01T12:00:00Z`, an offset from the transition time like `+15m`, `now`, or a template")
+            }
+            return .literal(.string(text))
+        case .daterange:
+            guard tag == .str || tag == .timestamp, DateRangeValues.isLiteral(text) else {
+                return wrong("a date range: two times joined by `..`, each ISO-8601 like `2025-05-01T07:10:00Z`, an offset from the transition time like `+10m`, or `now` (\(DateRangeValues.example)), or a template")
+            }
+            if DateRangeValues.isInverted(text) {
+                error("\(label): `\(text)` ends before it starts; give the earlier time first", at: node)
+                return nil
             }
             return .literal(.string(text))
         case .enumeration(let values):

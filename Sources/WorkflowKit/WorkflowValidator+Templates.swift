@@ -60,6 +60,8 @@ extension WorkflowValidator {
                 }
             } else if case .array = type.nonOptional {
                 error("\(label) is an array (\(type.spelling)): give a YAML list or exactly one variable naming an array, like \"{{input.items}}\"", at: position)
+            } else if case .daterange = type.nonOptional {
+                checkDateRangeTemplate(template, position: position, label: label, scope: scope)
             }
         }
     }
@@ -83,13 +85,57 @@ extension WorkflowValidator {
         switch (target, from) {
         case (.string, _): return nil
         case (_, .string): return nil  // converted and checked at render time
-        case (.int, .int), (.double, .int), (.double, .double), (.bool, .bool), (.date, .date): return nil
+        case (.int, .int), (.double, .int), (.double, .double), (.bool, .bool), (.date, .date), (.daterange, .daterange): return nil
+        case (.daterange, .date):
+            return "a date range needs two times: join two dates with `..`, like \"{{input.from}}..{{input.to}}\" or \"{{input.eta}}..+15m\""
+        case (.date, .daterange):
+            return "a date range cannot fill one date"
         case (.enumeration(let values), .enumeration(let sourceValues)):
             let extra = sourceValues.filter { !values.contains($0) }
             return extra.isEmpty ? nil : "values \(codeList(extra)) are not in the field's enum"
         default:
             return "use a variable of a matching type, or a literal"
         }
+    }
+
+    /// A date range's template that is not one variable renders `lower..upper`: its text must
+    /// hold the `..`, and each side that is a literal or a single variable must be a time.
+    mutating func checkDateRangeTemplate(_ template: Template, position: SourcePosition, label: String, scope: TemplateScope) {
+        guard let sides = Self.dateRangeSides(template.source) else {
+            error("\(label) is a date range: its template must render two times joined by `..`, like \"{{input.from}}..{{input.to}}\" or \"{{input.eta}}..+15m\"", at: position)
+            return
+        }
+        for side in [sides.lower, sides.upper] {
+            guard side.contains("{{") else {
+                if !DateValues.isDateLiteral(side.trimmingWhitespace()) {
+                    error("\(label): `\(side)` is not a time; each side of `..` is ISO-8601 like `2025-05-01T07:10:00Z`, an offset like `+10m`, `now`, or one date variable", at: position)
+                }
+                continue
+            }
+            guard let variable = (try? Template(side))?.singleVariable, let source = scope.type(of: variable) else { continue }
+            if let problem = Self.incompatibility(field: .date, source: source) {
+                error("\(label): each side of `..` is one time, but `{{\(variable)}}` is \(source.spelling): \(problem)", at: position)
+            }
+        }
+    }
+
+    /// The sides of the first `..` outside the tags of a template's source, or nil when there is none.
+    static func dateRangeSides(_ source: String) -> (lower: String, upper: String)? {
+        var index = source.startIndex
+        while index < source.endIndex {
+            if source[index...].hasPrefix("{{") {
+                guard let close = source[index...].range(of: "}}") else { return nil }
+                index = close.upperBound
+                continue
+            }
+            if source[index...].hasPrefix("..") {
+                var upper = source.index(index, offsetBy: 2)
+                if upper < source.endIndex, source[upper] == "." { upper = source.index(after: upper) }
+                return (String(source[..<index]), String(source[upper...]))
+            }
+            index = source.index(after: index)
+        }
+        return nil
     }
 
     /// Checks the variables and transforms a template names; false when it reported a problem.

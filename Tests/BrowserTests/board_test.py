@@ -20,6 +20,7 @@ Prints one line per check and exits non-zero when any failed.
 """
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -217,13 +218,16 @@ with sync_playwright() as playwright:
     check("a device whose pushes fail on a live token shows failing, the reason in the preview's timeline", failing_device)
 
     def stale_after_its_date():
-        orderflow("advance", "1048", "dispatch", "--eta", "10m", "--driver", "Kim")
+        orderflow("advance", "1048", "dispatch", "--eta", "10m", "--driver", "Kim", "--input", "window=10m..25m")
         dispatched = time.monotonic()
         moved = card(page, "out_for_delivery", "1048")
         expect(moved).to_be_visible(timeout=2_000)
         moved.get_by_role("button", name="Preview").click()
         preview = page.locator("#preview")
         expect(preview.locator(".activity-headline")).to_have_text("Out for delivery", timeout=10_000)
+        # The daterange shows as a time window, counted to its start, not as numbers or ISO text.
+        expect(preview.locator(".activity-date", has_text="Delivery window")).to_contain_text(
+            re.compile(r"Delivery window \d\d:\d\d(\s?[AP]M)?–\d\d:\d\d(\s?[AP]M)? \(in (9|10) min\)"))
         if time.monotonic() - dispatched < 6:  # the stale date (8 s after dispatch) is still ahead
             expect(preview.locator(".stale-badge")).to_have_count(0)
             expect(preview.locator(".activity.stale")).to_have_count(0)

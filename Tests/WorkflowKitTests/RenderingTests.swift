@@ -129,7 +129,7 @@ struct RenderingTests {
         #expect(start.update.event == .start)
         #expect(start.update.contentState == [
             "status": "received", "message": "Pizza Place received your order.",
-            "eta": appSeconds(transitionTime.addingTimeInterval(25 * 60)), "driverName": nil,
+            "eta": appSeconds(transitionTime.addingTimeInterval(25 * 60)), "driverName": nil, "deliveryWindow": nil,
         ])
         #expect(start.update.alert == ActivityAlert(title: .plain("Order A-1042 received"),
                                                     body: .plain("Pizza Place has your order."), sound: "default"))
@@ -157,10 +157,12 @@ struct RenderingTests {
     @Test func dispatchWithDriver() throws {
         let transition = try food.resolveTransition(from: "ready", target: "dispatch")
         let update = try food.render(transition: transition, attributes: foodAttributes,
-                                     input: ["eta": "2025-05-01T12:30:00Z", "driver": "Sam"], at: transitionTime)
+                                     input: ["eta": "2025-05-01T12:30:00Z", "driver": "Sam", "window": "+25m..+40m"], at: transitionTime)
         #expect(update.contentState == [
             "status": "outForDelivery", "message": "Sam is on the way.",
             "eta": appSeconds(transitionTime.addingTimeInterval(30 * 60)), "driverName": "Sam",
+            // The arrival window, `[lower, upper]` in seconds since 2001-01-01 (12:00 + 25 and + 40 minutes).
+            "deliveryWindow": [.double(767_795_100), .double(767_796_000)],
         ])
         #expect(update.alert?.body == .plain("Sam is bringing your order."))
         // `stale-after: 30m`, but the state's `mark-stale` timer says 10 minutes: the earlier wins.

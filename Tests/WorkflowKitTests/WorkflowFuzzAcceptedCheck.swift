@@ -127,6 +127,7 @@ enum SampleData {
         case .double: return .double(-1.7976931348623157e308)
         case .bool: return .bool(false)
         case .date: return .string("2025-05-01T12:00:00.123Z")
+        case .daterange: return .string("2025-05-01T12:00:00.123Z..2025-05-01T12:30:00.123Z")
         case .enumeration(let values): return .string(values.max { $0.utf8.count < $1.utf8.count } ?? "")
         case .optional(let wrapped): return value(wrapped)
         case .array(let element, let maxCount): return .array(Array(repeating: value(element), count: min(maxCount, 100)))

@@ -68,7 +68,7 @@ struct WorkflowGenerator {
         case 2: type = .int
         case 3: type = .double
         case 4: type = .bool
-        case 5: type = .date
+        case 5: type = rng.chance(0.25) ? .daterange : .date
         case 6: type = .enumeration(Array(Self.words.shuffled(using: &rng).prefix(rng.int(1...4))))
         default: type = .array(fieldType(allowArray: false).nonOptional, maxCount: rng.int(1...4))
         }
@@ -89,6 +89,9 @@ struct WorkflowGenerator {
         case .double: return rng.pick(["0.5", "1", "-2.25", "1.0e+3", "3.14159"])
         case .bool: return rng.pick(["true", "false"])
         case .date: return rng.pick(["now", "+15m", "-1h", "\"+1h30m\"", "2025-05-01T12:00:00Z", "\"2025-05-01T12:00:00+02:00\""])
+        case .daterange:
+            return rng.pick(["now..+15m", "+10m..+25m", "\"-1h..now\"", "2025-05-01T12:00:00Z..2025-05-01T12:20:00Z",
+                             "\"2025-05-01T12:00:00+02:00...2025-05-01T12:30:00+02:00\""])
         case .enumeration(let values): return rng.pick(values)
         case .array(let element, let maxCount):
             return "[" + (0..<rng.int(0...maxCount)).map { _ in literal(element) }.joined(separator: ", ") + "]"

@@ -42,6 +42,13 @@ public enum TypedValues {
             return .string(text)
         case .date:
             return .string(try eta(text, option: what))
+        case .daterange:
+            // `10m..25m` as `+10m..+25m`, each side read as `--eta` reads a time.
+            guard let separator = text.range(of: "..") else {
+                throw invalid("a time window, two times joined by `..` like 10m..25m or 2025-05-01T07:10:00Z..2025-05-01T07:25:00Z")
+            }
+            let upper = text[separator.upperBound...].drop { $0 == "." }
+            return .string(try eta(String(text[..<separator.lowerBound]), option: what) + ".." + eta(String(upper), option: what))
         case .int:
             guard let number = Int(text.trimmingCharacters(in: .whitespaces)) else { throw invalid("a whole number") }
             return .int(number)

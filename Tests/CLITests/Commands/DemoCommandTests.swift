@@ -24,6 +24,7 @@ struct DemoCommandTests {
             "order B's 3 quick steps arrived as 1 update",       // and in the summary
             "ordinary alerts",                                   // ben-iphone's fallback
             "driver_assigned", "Maria", "7ABC123",               // the ride's details
+            "· arriving ",                                       // order A's delivery window (a daterange)
             "separate notifications",                            // the point of it all
             "3 push-to-starts joined 3 fans to it",              // the race: one channel,
             "4 updates → 4 broadcast requests → 12 deliveries",  // one request per update, fanned out

@@ -54,7 +54,14 @@ struct ReliabilityUpgradeTests {
         var newServer: RunningCLI?
         var newWorker: RunningCLI?
         do {
-            let applied = try await api.call(.POST, "/v1/workflows", body: try EngineFixture.shippedWorkflow("food-order"), contentType: "application/yaml")
+            // The food order the previous release ships (its sources sit above its binary,
+            // .build-previous-release/vX.Y.Z/.build/debug/orderflow): this checkout's may use a
+            // field type that release does not know yet (`daterange`), and a workflow is applied
+            // through the running release, as an operator upgrading would.
+            let releaseWorkflow = URL(fileURLWithPath: previous).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().appendingPathComponent("workflows/food-order.yaml")
+            let foodOrder = try (try? String(contentsOf: releaseWorkflow, encoding: .utf8)) ?? EngineFixture.shippedWorkflow("food-order")
+            let applied = try await api.call(.POST, "/v1/workflows", body: foodOrder, contentType: "application/yaml")
             try #require(applied == 200 || applied == 201, "applying the workflow through \(release) answered \(applied)")
             let load = SoakLoad(api: api, tokens: setup.tokens)
             let started = ContinuousClock.now

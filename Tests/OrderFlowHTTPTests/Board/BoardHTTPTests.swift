@@ -158,7 +158,7 @@ extension HTTPAPITests {
             #expect(dispatch["from"] as? String == "ready" && dispatch["to"] as? String == "out_for_delivery")
             let inputs = try #require(dispatch["inputs"] as? [[String: Any]])
             #expect(inputs.map { "\($0["name"] as? String ?? "") \($0["type"] as? String ?? "") \($0["required"] as? Bool ?? false)" }
-                    == ["eta date true", "driver string(40)? false"], "\(inputs)")
+                    == ["eta date true", "driver string(40)? false", "window daterange? false"], "\(inputs)")
             let ready = try #require(transitions.first { $0["to"] as? String == "ready" })
             #expect(ready["event"] == nil && (ready["inputs"] as? [Any])?.isEmpty == true)
             #expect(transitions.filter { $0["event"] as? String == "cancel" }.map { $0["from"] as? String } == ["received", "in_progress", "ready", "out_for_delivery"])

@@ -36,6 +36,28 @@ struct EngineTests {
         await fixture.shutdown()
     }
 
+    @Test("a delivery window given at dispatch is pushed as [lower, upper] since 2001, shown as ISO text, and refused backwards")
+    func deliveryWindowAtDispatch() async throws {
+        let fixture = try await EngineFixture.make()
+        _ = try await fixture.createFoodOrder("1042")
+        for target in ["accept", "ready"] { _ = try await fixture.engine.advance("1042", to: target) }
+        await #expect {
+            _ = try await fixture.engine.advance("1042", to: "dispatch", input: ["eta": "+15m", "window": "+25m..+10m"])
+        } throws: { error in
+            (error as? OrderFlowError)?.code == .invalidInput && "\(error)".contains("ends before it starts")
+        }
+        #expect(try await fixture.engine.history("1042").transitions.count == 3, "nothing stored for the refused window")
+        let dispatched = try await fixture.engine.advance("1042", to: "dispatch", input: ["eta": "+15m", "window": "+10m..+25m"])
+        #expect(dispatched.transition.input["window"] == "+10m..+25m", "the input is stored as given")
+        let bounds = dispatched.transition.rendered.content["deliveryWindow"]?.arrayValue?.compactMap { $0.doubleValue } ?? []
+        let at = dispatched.transition.occurredAt.timeIntervalSinceReferenceDate
+        #expect(bounds.count == 2 && abs(bounds[0] - (at + 600)) < 0.001 && abs(bounds[1] - (at + 1500)) < 0.001, "\(bounds) at \(at)")
+        let workflow = try await fixture.engine.workflow(of: dispatched.order)
+        let readable = try #require(dispatched.transition.readable(in: workflow).content["deliveryWindow"]?.stringValue)
+        #expect(readable.wholeMatch(of: /\d{4}-\d\d-\d\dT[\d:.]+Z\.\.\d{4}-\d\d-\d\dT[\d:.]+Z/) != nil, "\(readable)")
+        await fixture.shutdown()
+    }
+
     @Test func errorsSayWhatIsWrong() async throws {
         let fixture = try await EngineFixture.make()
         try await fixture.createFoodOrder("7")

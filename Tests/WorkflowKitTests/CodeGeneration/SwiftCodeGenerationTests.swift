@@ -48,6 +48,7 @@ struct SwiftCodeGenerationTests {
         #expect(source.contains("        public enum Status: String, Codable, Hashable, Sendable, CaseIterable {\n            case received\n"))
         #expect(source.contains("        public var eta: Date?\n"))
         #expect(source.contains("        public var driverName: String?  // at most 40 characters\n"))
+        #expect(source.contains("        public var deliveryWindow: ClosedRange<Date>?\n"))
         #expect(source.contains("    public var itemCount: Int\n"))
     }
 
@@ -60,7 +61,8 @@ struct SwiftCodeGenerationTests {
         let food = try loadShipped("food-order")
         let dispatch = try #require(food.transition(from: "ready", to: "out_for_delivery"))
         let update = try food.render(transition: dispatch, attributes: foodAttributes,
-                                     input: ["eta": "2025-05-01T12:30:00Z", "driver": "Sam"], at: transitionTime)
+                                     input: ["eta": "2025-05-01T12:30:00Z", "driver": "Sam",
+                                             "window": "2025-05-01T12:20:00Z...2025-05-01T12:35:00Z"], at: transitionTime)
         let start = try food.renderStart(attributes: foodAttributes, at: transitionTime)
 
         let typesWorkflow = try WorkflowLoader.load(yaml: typesWorkflowYAML, file: "types.yaml")
@@ -117,8 +119,10 @@ struct SwiftCodeGenerationTests {
                 print("message", update.message)
                 print("eta", update.eta!.timeIntervalSince1970)
                 print("driver", update.driverName ?? "nil")
+                print("window", update.deliveryWindow!.lowerBound.timeIntervalSince1970, update.deliveryWindow!.upperBound.timeIntervalSince1970)
                 let started = try decoder.decode(FoodOrderAttributes.ContentState.self, from: Data(#"\(start.update.contentState.jsonString)"#.utf8))
-                print("start", started.status, started.eta == nil ? "no-eta" : "eta", started.driverName == nil ? "no-driver" : "driver")
+                print("start", started.status, started.eta == nil ? "no-eta" : "eta", started.driverName == nil ? "no-driver" : "driver",
+                      started.deliveryWindow == nil ? "no-window" : "window")
                 let attributes = try decoder.decode(FoodOrderAttributes.self, from: Data(#"\(start.attributes.jsonString)"#.utf8))
                 print("attributes", attributes.merchantName, attributes.orderNumber, attributes.itemCount)
                 let types = try decoder.decode(TypesAttributes.ContentState.self, from: Data(#"\(typesUpdate.contentState.jsonString)"#.utf8))
@@ -158,11 +162,12 @@ struct SwiftCodeGenerationTests {
             message Sam is on the way.
             eta 1746102600.0
             driver Sam
-            start received no-eta no-driver
+            window 1746102000.0 1746102900.0
+            start received no-eta no-driver no-window
             attributes Pizza Place A-1042 3
             types Hi Ann 7 0.25 true high ["x", "y"] true 1746104400.0 1746101700.0
             since 1704067200.0
-            reencoded {"driverName":"Sam","eta":767795400,"message":"Sam is on the way.","status":"outForDelivery"}
+            reencoded {"deliveryWindow":[767794800,767795700],"driverName":"Sam","eta":767795400,"message":"Sam is on the way.","status":"outForDelivery"}
             race racing 12 LEC McLaren 4 Lando Norris 1:21.046 Lap 12/53 · LEC leads
             scheduled scheduled 0 true
             race attributes Italian Grand Prix 53

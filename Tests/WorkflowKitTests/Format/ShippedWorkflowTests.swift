@@ -19,7 +19,7 @@ struct ShippedWorkflowTests {
         #expect(Set(workflow.transitions.filter { $0.to == "cancelled" }.map(\.from))
             == ["received", "in_progress", "ready", "out_for_delivery"])
         #expect(workflow.transition(from: "ready", to: "picked_up")?.event == "pickup")
-        #expect(workflow.transition(id: "ready->out_for_delivery")?.inputs.map(\.name) == ["eta", "driver"])
+        #expect(workflow.transition(id: "ready->out_for_delivery")?.inputs.map(\.name) == ["eta", "driver", "window"])
         #expect(workflow.timers.map(\.id) == ["ready+45m->cancelled", "out_for_delivery+10m:stale"])
         #expect(workflow.timers(in: "ready").first?.action == .transition(to: "cancelled"))
         #expect(workflow.dismissal(in: "delivered") == .after(WorkflowDuration(seconds: 1800)))

@@ -261,6 +261,10 @@ function stepForm(order, transition) {
       control = element("input", { id, name: input.name, type: "number", min: "0", max: "1440", inputmode: "numeric", required: input.required, "data-focus-key": focusKey });
       return element("label", { for: id }, `${humanize(input.name)} (minutes from now)${input.required ? "" : ", optional"}`, control);
     }
+    if (base === "daterange") {
+      control = element("input", { id, name: input.name, type: "text", pattern: "\\s*\\d+\\s*\\.\\.\\s*\\d+\\s*", placeholder: "10..25", inputmode: "numeric", required: input.required, autocomplete: "off", "data-focus-key": focusKey });
+      return element("label", { for: id }, `${humanize(input.name)} (minutes from now, like 10..25)${input.required ? "" : ", optional"}`, control);
+    }
     const enumeration = base.match(/^enum\((.*)\)$/);
     if (enumeration) {
       control = element("select", { id, name: input.name, required: input.required, "data-focus-key": focusKey },
@@ -287,6 +291,7 @@ function stepForm(order, transition) {
         if (base === "bool") { values[input.name] = control.checked; continue; }
         if (control.value === "") continue;
         if (base === "date") values[input.name] = `+${Math.round(Number(control.value))}m`;
+        else if (base === "daterange") values[input.name] = control.value.split("..").map((minutes) => `+${Number(minutes.trim())}m`).join("..");
         else if (base === "int") values[input.name] = Number.parseInt(control.value, 10);
         else if (base === "double") values[input.name] = Number(control.value);
         else values[input.name] = control.value;

@@ -9,6 +9,12 @@ export function humanize(name) {
 }
 
 const isDate = (value) => typeof value === "string" && /^\d{4}-\d\d-\d\dT\d\d:\d\d/.test(value) && !Number.isNaN(Date.parse(value));
+/// A `daterange` as the API shows it ("2025-05-01T07:10:00Z..2025-05-01T07:25:00Z") → its two ends, or null.
+const dateRange = (value) => {
+  const sides = typeof value === "string" ? value.split(/\.{2,3}/) : [];
+  return sides.length === 2 && isDate(sides[0]) && isDate(sides[1]) ? sides : null;
+};
+const isTime = (value) => isDate(value) || dateRange(value) !== null;
 const clock = (date) => new Date(date).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
 const clockSeconds = (date) => new Date(date).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
 
@@ -70,11 +76,11 @@ export function renderPreview(panel, history, workflow, close) {
     const finished = workflow.final_states.includes(transition.to);
 
     const entries = Object.entries(content).filter(([, value]) => value !== null && value !== undefined && value !== "");
-    const headlineEntry = entries.find(([name]) => name === "status") ?? entries.find(([, value]) => typeof value === "string" && !isDate(value) && !value.includes(" "));
+    const headlineEntry = entries.find(([name]) => name === "status") ?? entries.find(([, value]) => typeof value === "string" && !isTime(value) && !value.includes(" "));
     const messageEntry = entries.find(([name]) => name === "message")
-      ?? entries.filter(([name, value]) => typeof value === "string" && !isDate(value) && name !== headlineEntry?.[0]).sort((a, b) => b[1].length - a[1].length)[0];
-    const dates = entries.filter(([, value]) => isDate(value));
-    const others = entries.filter(([name, value]) => name !== headlineEntry?.[0] && name !== messageEntry?.[0] && !isDate(value));
+      ?? entries.filter(([name, value]) => typeof value === "string" && !isTime(value) && name !== headlineEntry?.[0]).sort((a, b) => b[1].length - a[1].length)[0];
+    const dates = entries.filter(([, value]) => isTime(value));
+    const others = entries.filter(([name, value]) => name !== headlineEntry?.[0] && name !== messageEntry?.[0] && !isTime(value));
 
     const activity = element("section", {
       class: `activity${stale ? " stale" : ""}${ended ? " ended" : ""}`, "aria-label": "Live Activity as shown on the Lock Screen",
@@ -85,9 +91,13 @@ export function renderPreview(panel, history, workflow, close) {
         element("span", { class: "activity-number" }, `#${number}`)),
       element("p", { class: "activity-headline" }, headlineEntry ? humanize(headlineEntry[1]) : humanize(transition.to)),
       messageEntry ? element("p", { class: "activity-message" }, String(messageEntry[1])) : null,
-      dates.map(([name, value]) => element("p", { class: "activity-date" },
-        element("span", {}, humanize(name)), " ", element("strong", {}, clock(value)),
-        ` (${relative(value)})`)),
+      // A window shows as "07:10–07:25 (in 10 min)", counted to its start.
+      dates.map(([name, value]) => {
+        const range = dateRange(value);
+        return element("p", { class: "activity-date" },
+          element("span", {}, humanize(name)), " ", element("strong", {}, range ? `${clock(range[0])}–${clock(range[1])}` : clock(value)),
+          ` (${relative(range ? range[0] : value)})`);
+      }),
       others.map(([name, value]) => element("p", { class: "activity-field" }, `${humanize(name)}: ${typeof value === "object" ? JSON.stringify(value) : value}`)),
       states.length > 1 ? element("div", {
         class: "progress", role: "img",
