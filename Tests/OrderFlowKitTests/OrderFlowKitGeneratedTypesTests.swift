@@ -90,6 +90,7 @@ struct OrderFlowKitGeneratedTypesTests {
         case .double: return 0.25
         case .bool: return true
         case .date: return "2025-05-01T12:30:00Z"
+        case .daterange: return "2025-05-01T12:40:00Z..2025-05-01T12:55:00Z"
         case .enumeration(let values): return .string(values.last ?? "")
         case .optional(let wrapped): return sample(wrapped)
         case .array(let element, _): return [sample(element), sample(element)]

@@ -19,12 +19,14 @@ public struct FoodOrderAttributes: ActivityAttributes {
         public var message: String  // at most 120 characters
         public var eta: Date?
         public var driverName: String?  // at most 40 characters
+        public var deliveryWindow: ClosedRange<Date>?
 
-        public init(status: Status, message: String, eta: Date?, driverName: String?) {
+        public init(status: Status, message: String, eta: Date?, driverName: String?, deliveryWindow: ClosedRange<Date>?) {
             self.status = status
             self.message = message
             self.eta = eta
             self.driverName = driverName
+            self.deliveryWindow = deliveryWindow
         }
     }
 
