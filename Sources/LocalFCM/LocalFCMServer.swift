@@ -140,7 +140,7 @@ public final class LocalFCMServer: Sendable {
         return key
     }
 
-    /// Accepts assertions signed with `key` (made by ``LocalFCMServiceAccountKey/generate(projectID:tokenURI:accountName:)``).
+    /// Accepts assertions signed with `key` (made by ``LocalFCMServiceAccountKey/generate(projectID:tokenURI:accountName:freshKey:)``).
     ///
     /// - Parameter key: the service account.
     public func register(_ key: LocalFCMServiceAccountKey) {

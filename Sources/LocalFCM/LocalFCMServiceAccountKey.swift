@@ -18,14 +18,23 @@ public struct LocalFCMServiceAccountKey: Sendable {
     /// The file's text, with every field Google's has (the private key in PKCS#8 PEM).
     public let json: String
 
-    /// Generates a key.
+    /// Makes a service account's key file.
+    ///
+    /// Making a 2048-bit RSA key costs a fifth of a second of CPU, and on the concurrency pool
+    /// that is time every other task waits: a test process making one per test stalls for
+    /// seconds. So accounts share one RSA key per process (each has its own e-mail and key id,
+    /// which is what the stand-in tells them apart by), unless `freshKey` asks for another, as a
+    /// test of a replaced key must.
     ///
     /// - Parameters:
     ///   - projectID: the Firebase project.
     ///   - tokenURI: where its assertions are exchanged (``LocalFCMServer/tokenURI``).
     ///   - accountName: the part of the e-mail before `@`.
-    public static func generate(projectID: String, tokenURI: String, accountName: String = "firebase-adminsdk-test") throws -> Self {
-        let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+    ///   - freshKey: make a new RSA key instead of the process's shared one.
+    public static func generate(
+        projectID: String, tokenURI: String, accountName: String = "firebase-adminsdk-test", freshKey: Bool = false
+    ) throws -> Self {
+        let key = freshKey ? try _RSA.Signing.PrivateKey(keySize: .bits2048) : try sharedKey.get()
         let clientEmail = "\(accountName)@\(projectID).iam.gserviceaccount.com"
         let keyID = (0..<20).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
         let clientID = String((0..<21).map { _ in Character(String(Int.random(in: 0...9))) })
@@ -47,6 +56,9 @@ public struct LocalFCMServiceAccountKey: Sendable {
             projectID: projectID, clientEmail: clientEmail, privateKeyID: keyID, tokenURI: tokenURI,
             publicKey: key.publicKey, json: file.jsonString)
     }
+
+    /// The RSA key accounts share, made once per process on first use.
+    private static let sharedKey = Result { try _RSA.Signing.PrivateKey(keySize: .bits2048) }
 
     /// Writes the file, readable by its owner only, as a key file should be.
     ///

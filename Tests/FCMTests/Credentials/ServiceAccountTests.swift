@@ -109,7 +109,7 @@ struct FCMServiceAccountTests {
     func exchangeRefused() async throws {
         try await LocalFCMFixture.with { fixture in
             // Another key of the same account replaces the fixture's: its signature no longer verifies.
-            let replacement = try LocalFCMServiceAccountKey.generate(projectID: LocalFCMFixture.projectID, tokenURI: fixture.server.tokenURI)
+            let replacement = try LocalFCMServiceAccountKey.generate(projectID: LocalFCMFixture.projectID, tokenURI: fixture.server.tokenURI, freshKey: true)
             fixture.server.register(replacement)
             let refused = try await #require(throws: FCMCredentialsError.self) { try await fixture.client.send(dataMessage(1)) }
             #expect(refused.code == .tokenExchangeRefused)

@@ -37,7 +37,10 @@ struct RetentionPurgeTests {
         let gone = ["(default,gone-1,", "(default,gone-2,", "(other,other-older,"]
         for table in after.keys.sorted() {
             var expected = RetentionWorld.lines(of: before[table]) { line in !gone.contains { line.hasPrefix($0) } }
-            if table == "devices" { expected = expected.replacingOccurrences(of: ",gone-1)", with: ",)") }
+            if table == "devices" {
+                // registered_by_order is forgotten; the columns after it (added by later migrations) stay.
+                expected = expected.replacingOccurrences(of: ",gone-1(,*\\))", with: ",$1", options: .regularExpression)
+            }
             #expect(after[table] == expected, "table \(table) after the purge:\n\(after[table] ?? "")\nexpected:\n\(expected)")
         }
         for id in ["gone-2", "other-older"] {
