@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 // Modules by concern, layered bottom-up (docs/architecture.md draws them):
@@ -35,6 +35,13 @@ let package = Package(
         .executable(name: "orderflow", targets: ["orderflow"]),
         .executable(name: "orderflow-demo", targets: ["orderflow-demo"]),
         .executable(name: "orderflow-bench", targets: ["orderflow-bench"]),
+    ],
+    // `Server` (on by default): everything but OrderFlowKit. An app that wants only the kit adds
+    // the package with `traits: []`, and SwiftPM then fetches none of the packages below
+    // (docs/ios-app.md; scripts/check-kit-package proves it).
+    traits: [
+        .trait(name: "Server", description: "The engine, the HTTP API, the worker, the CLI and their tests, with the server packages they need."),
+        .default(enabledTraits: ["Server"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
@@ -385,3 +392,15 @@ package.targets += [
     .testTarget(name: "OrderFlowKitTests", dependencies: ["OrderFlowKit", "ActivityKit", "WorkflowKit", "TestTags"]),
 ]
 #endif
+
+// Every package product is the server's: it is needed only with the `Server` trait. SwiftPM
+// fetches a dependency only when a target's enabled dependencies name it, so an app that adds
+// the package with `traits: []` for OrderFlowKit (which needs no package) resolves this package
+// alone. Conditioning here, rather than on each of the products above, keeps the declarations
+// readable and no product can be forgotten.
+for target in package.targets {
+    target.dependencies = target.dependencies.map { dependency in
+        guard case let .productItem(name, packageName, moduleAliases, nil) = dependency else { return dependency }
+        return .product(name: name, package: packageName ?? name, moduleAliases: moduleAliases, condition: .when(traits: ["Server"]))
+    }
+}
