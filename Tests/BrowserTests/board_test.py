@@ -319,6 +319,44 @@ with sync_playwright() as playwright:
 
     check("screenshots at phone and tablet widths", screenshots)
 
+    def android_card():
+        # The history as the worker records it once an Android phone follows the order too: one
+        # more push, through FCM (`platform: "android"`), of the same transition. Served in place
+        # of the real one while the preview is opened again.
+        real = page.request.get(f"{ORIGIN}/v1/orders/1044/history")
+        assert real.ok, f"GET the history of 1044: {real.status}"
+        history = real.json()
+        sent = sorted((d for d in history["deliveries"] if d["outcome"] == "sent"), key=lambda d: (d["seq"], d["id"]))
+        assert sent, "order 1044 has no push APNs accepted, to copy for Android"
+        android = dict(sent[-1], id=max(d["id"] for d in history["deliveries"]) + 1, device="anna-pixel",
+                       platform="android", token_kind="fcm")
+        history["deliveries"].append(android)
+        preview = page.locator("#preview")
+        page.route("**/v1/orders/1044/history", lambda route: route.fulfill(json=history))
+        try:
+            preview.get_by_role("button", name="Close the preview of order 1044").click()
+            card(page, "ready", "1044").get_by_role("button", name="Preview").click()
+            shade = preview.locator(".android-screen")
+            expect(shade.locator(".live-update-title")).to_have_text("Order 1044 is ready", timeout=10_000)
+            expect(shade.locator(".live-update-text")).to_have_text("Your order is ready.")
+            expect(shade.locator(".segments")).to_have_attribute("aria-label", "stage 3 of 4")
+            expect(shade.locator(".segment.done")).to_have_count(2)
+            expect(shade.locator(".segment.current")).to_have_count(1)
+            expect(shade.locator(".live-update-kind")).to_have_text("· Live Update")
+            # The Lock Screen card is still drawn from the iPhone's pushes, beside it.
+            expect(preview.locator(".activity-headline")).to_have_text("Ready")
+            expect(preview.locator(".push-device", has_text="Android · anna-pixel")).to_have_count(1)
+            preview.screenshot(path=os.path.join(ARTIFACTS, "preview-android.png"))
+        finally:
+            page.unroute("**/v1/orders/1044/history")
+        # Without a push to an Android phone there is no Android card.
+        preview.get_by_role("button", name="Close the preview of order 1044").click()
+        card(page, "ready", "1044").get_by_role("button", name="Preview").click()
+        expect(preview.locator(".activity-headline")).to_have_text("Ready", timeout=10_000)
+        expect(preview.locator(".android-screen")).to_have_count(0)
+
+    check("an order pushed to an Android phone shows its Live Update beside the Lock Screen", android_card)
+
     def sign_out():
         old = [cookie for cookie in context.cookies() if cookie["name"] == "orderflow_board"][0]
         page.get_by_role("button", name="Sign out").click()

@@ -118,7 +118,7 @@ struct BoardBrowserTests {
         let sessions: Int = try await engine.pool.query(PostgresQuery("SELECT count(*) AS n FROM board_sessions")).single().decode("n")
         #expect(sessions == 0, "the board's session outlived its sign-out")
         for file in ["board-tablet", "board-phone", "board-tablet-preview", "preview-phone", "preview-stale", "board-reconnecting",
-                     "board-failing-preview", "signed-out"] {
+                     "board-failing-preview", "preview-android", "signed-out"] {
             #expect(FileManager.default.fileExists(atPath: Self.artifacts.appendingPathComponent("\(file).png").path), "\(file).png")
         }
 

@@ -1,6 +1,7 @@
 // The Lock Screen preview: the card as the customer sees it now, drawn from what was actually
 // pushed (the history's deliveries, and the content and alert their transitions rendered),
-// not from the order's current state; beside it, the timeline of pushes.
+// not from the order's current state; beside it, once an Android phone was sent the order, its
+// Live Update; then the timeline of pushes.
 
 /// "out_for_delivery", "outForDelivery" → "Out for delivery".
 export function humanize(name) {
@@ -30,10 +31,14 @@ function element(tag, attributes = {}, ...children) {
   return node;
 }
 
-/// What the customer's device shows: the newest delivery APNs accepted, its transition's
-/// content, and the newest alert among the transitions that push carried.
-export function pushedState(history) {
-  const sent = history.deliveries.filter((delivery) => delivery.outcome === "sent")
+/// Deliveries without a platform predate Android: they went to iPhones.
+const platformOf = (delivery) => delivery.platform ?? "ios";
+
+/// What the customer's device shows: the newest delivery APNs (or FCM, for `android`) accepted
+/// for the platform, its transition's content, and the newest alert among the transitions that
+/// push carried.
+export function pushedState(history, platform = "ios") {
+  const sent = history.deliveries.filter((delivery) => delivery.outcome === "sent" && platformOf(delivery) === platform)
     .sort((a, b) => a.seq - b.seq || Date.parse(a.attempted_at) - Date.parse(b.attempted_at));
   const last = sent.at(-1);
   if (!last) return null;
@@ -50,6 +55,7 @@ export function pushedState(history) {
 export function renderPreview(panel, history, workflow, close) {
   const order = history.order;
   const pushed = pushedState(history);
+  const android = pushedState(history, "android");
   const title = order.attributes?.merchantName ?? order.workflow;
   const number = order.attributes?.orderNumber ?? order.id;
   const heading = element("header", { class: "preview-header" },
@@ -60,11 +66,12 @@ export function renderPreview(panel, history, workflow, close) {
   let redrawAt = null;
   if (!pushed) {
     // Attempts that all failed are not "nothing yet": the phone shows nothing because of them.
-    const tried = history.deliveries.length > 0;
+    const tried = history.deliveries.some((delivery) => platformOf(delivery) === "ios");
+    const devices = android ? "iPhones" : "devices";
     screen = element("div", { class: "lock-screen" },
       element("p", { class: "nothing" }, tried
-        ? "No push reached this order's devices: APNs refused every attempt (the list of pushes says why), so the Lock Screen shows no activity for it."
-        : "Nothing was pushed to this order's devices yet: the Lock Screen shows no activity for it."));
+        ? `No push reached this order's ${devices}: APNs refused every attempt (the list of pushes says why), so the Lock Screen shows no activity for it.`
+        : `Nothing was pushed to this order's ${devices} yet: the Lock Screen shows no activity for it.`));
   } else {
     const { delivery, transition, alert } = pushed;
     const content = transition.content ?? {};
@@ -130,10 +137,57 @@ export function renderPreview(panel, history, workflow, close) {
           element("span", { class: "push-event" }, delivery.event),
           element("span", { class: "push-priority", title: "APNs priority" }, delivery.priority === 10 ? "priority 10 (now)" : `priority ${delivery.priority} (when convenient)`),
           element("span", { class: "push-outcome" }, outcomeText(delivery)),
-          element("span", { class: "push-device" }, `${delivery.device} · transition ${delivery.seq}${delivery.merged > 1 ? ` (${delivery.merged} merged)` : ""}`)))));
+          element("span", { class: "push-device" }, `${platformOf(delivery) === "android" ? "Android · " : ""}${delivery.device} · transition ${delivery.seq}${delivery.merged > 1 ? ` (${delivery.merged} merged)` : ""}`)))));
 
-  panel.replaceChildren(heading, element("div", { class: "preview-body" }, screen, timeline));
+  panel.replaceChildren(heading, element("div", { class: "preview-body" }, screen, android ? liveUpdate(android, history, workflow) : null, timeline));
   return redrawAt;
+}
+
+/// The Android phone's notification shade: the order's Live Update as Android draws a promoted
+/// ProgressStyle notification. The board does not receive the Android message itself, so this
+/// mirrors what OrderFlow derives by default from the same transitions: the title is the newest
+/// alert's title, else the state's name in words; the text is the content's message, else the
+/// alert's body; the time is the content's `eta`. A workflow's `android:` title, text, chip,
+/// icon and colours, and its progress path, are not in what the board fetches: the bar counts
+/// the stages as the Lock Screen card does, and the status-bar chip counts down to the ETA.
+function liveUpdate({ delivery, transition, alert }, history, workflow) {
+  const order = history.order;
+  const app = String(order.attributes?.merchantName ?? order.workflow);
+  const content = transition.content ?? {};
+  const ended = delivery.event === "end";
+  const eta = isDate(content.eta) ? content.eta : null;
+  const text = typeof content.message === "string" && content.message !== "" ? content.message
+    : Object.values(content).find((value) => typeof value === "string" && value.includes(" ") && !isTime(value))
+    ?? (alert?.body ? alertText(alert.body) : null);
+  const stages = workflow.states.filter((state) => !workflow.final_states.includes(state));
+  const position = stages.indexOf(transition.to);
+  const finished = workflow.final_states.includes(transition.to);
+  const counting = eta && !ended && Date.parse(eta) > Date.now();
+  return element("div", { class: "android-screen", "aria-label": "Android Live Update as shown in the notification shade" },
+    element("p", { class: "status-bar" },
+      element("span", {}, clock(Date.now())),
+      ended ? null : element("span", { class: "chip", title: "The status-bar chip" },
+        element("span", { class: "chip-icon", "aria-hidden": "true" }, app.charAt(0).toUpperCase()),
+        counting ? relative(eta).replace(/^in /, "") : null)),
+    element("section", { class: `live-update${ended ? " ended" : ""}` },
+      element("div", { class: "live-update-top" },
+        element("span", { class: "app-icon tiny", "aria-hidden": "true" }, app.charAt(0).toUpperCase()),
+        element("span", {}, app),
+        element("span", { class: "live-update-kind" }, ended ? "· notification" : "· Live Update"),
+        eta ? element("span", { class: "live-update-when" }, counting ? relative(eta) : clock(eta)) : null),
+      element("p", { class: "live-update-title" }, alert?.title ? alertText(alert.title) : humanize(transition.to)),
+      text ? element("p", { class: "live-update-text" }, String(text)) : null,
+      stages.length > 1 ? element("div", {
+        class: `segments${finished ? " finished" : ""}`, role: "img",
+        "aria-label": finished ? `finished, ${stages.length} stages` : `stage ${position + 1} of ${stages.length}`,
+      }, stages.map((state, index) => element("span", {
+        class: finished || index < position ? "segment done" : index === position ? "segment current" : "segment",
+      }))) : null,
+      ended ? element("p", { class: "badge" }, transition.dismissal_date
+        ? `Ended · leaves the shade at ${clock(transition.dismissal_date)}` : "Ended") : null),
+    element("p", { class: "caption" },
+      `As sent to Android at ${clockSeconds(delivery.attempted_at)} (${delivery.event}, transition ${transition.seq}); ` +
+      "the workflow's android: title, text, chip and colours are not shown here"));
 }
 
 function outcomeText(delivery) {
