@@ -334,7 +334,7 @@ let package = Package(
         .testTarget(
             name: "CLITests",
             dependencies: [
-                "OrderFlowTesting", "LocalAPNS", "OrderFlow", "PGKit", "PostgresTesting", "WorkflowKit", "APNS", "TestTags",
+                "OrderFlowTesting", "LocalAPNS", "LocalFCM", "OrderFlow", "PGKit", "PostgresTesting", "WorkflowKit", "APNS", "TestTags",
                 // The app's half, against `orderflow serve` (Tests/CLITests/AppKit).
                 "OrderFlowKit",
                 .product(name: "Crypto", package: "swift-crypto"),

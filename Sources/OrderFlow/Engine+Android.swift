@@ -50,11 +50,7 @@ extension OrderFlowEngine {
             try Self.validateIdentifier(merchantID, what: "merchant id")
             let account = try FCMServiceAccount(json: serviceAccountJSON)
             guard try await merchantStore.merchantExists(merchantID) else { throw Self.unknownMerchant(merchantID) }
-            let others = try await androidStore.otherMasterKeyIDs(than: masterKey.id)
-            if !others.isEmpty {
-                throw OrderFlowError(.invalidConfiguration,
-                    "the stored keys are sealed under another master key (id \(others.joined(separator: ", "))), not the one given (id \(masterKey.id)); use the master key they were stored with")
-            }
+            try await requireStoredKeysSealed(under: masterKey)
             let sealed = try masterKey.seal(Data(account.json.utf8), context: Self.fcmKeyContext(merchantID: merchantID, projectID: account.projectID))
             guard try await androidStore.saveFCMApp(merchantID: merchantID, account: account, sealedKey: sealed, masterKeyID: masterKey.id) else {
                 throw Self.unknownMerchant(merchantID)

@@ -24,14 +24,6 @@ struct AndroidStore: Sendable {
         ).first?.decode("fcm_token", as: String?.self) ?? nil
     }
 
-    /// The master keys, other than `masterKeyID`, that sealed any stored key (APNs or FCM).
-    func otherMasterKeyIDs(than masterKeyID: String) async throws -> [String] {
-        try await pool.query(PostgresQuery("""
-            SELECT master_key_id FROM merchant_apps WHERE master_key_id <> $1
-            UNION SELECT master_key_id FROM merchant_fcm_apps WHERE master_key_id <> $1 ORDER BY 1
-            """, masterKeyID)).map { try $0.decode("master_key_id") }
-    }
-
     /// Stores (or replaces, one revision later) a merchant's FCM project. False when the
     /// merchant does not exist.
     func saveFCMApp(merchantID: String, account: FCMServiceAccount, sealedKey: Data, masterKeyID: String) async throws -> Bool {
