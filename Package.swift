@@ -134,6 +134,7 @@ let package = Package(
                 "WorkflowKit",
                 "APNS",
                 "APNSCore",
+                "FCM",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -256,6 +257,7 @@ let package = Package(
                 "ConsoleOutput",
                 "CommandLineSupport",
                 "APNS",
+                "FCM",
                 "WorkflowKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -319,7 +321,7 @@ let package = Package(
         .testTarget(
             name: "OrderFlowTests",
             dependencies: [
-                "OrderFlow", "OrderFlowTesting", "LocalAPNS", "PGKit", "LocalPostgres", "APNS", "PostgresTesting", "WorkflowKit", "TestTags",
+                "OrderFlow", "OrderFlowTesting", "LocalAPNS", "LocalFCM", "PGKit", "LocalPostgres", "APNS", "PostgresTesting", "WorkflowKit", "TestTags",
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
