@@ -309,6 +309,7 @@ let package = Package(
         ]),
         .testTarget(name: "FCMTests", dependencies: [
             "FCM", "LocalFCM", "APNSCore",
+            .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "_CryptoExtras", package: "swift-crypto"),
             // Raw requests to the stand-in, for the message formats the client never sends.
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
