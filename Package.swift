@@ -141,6 +141,7 @@ let package = Package(
                 "WorkflowKit",
                 "APNS",
                 "APNSCore",
+                "FCM",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -263,6 +264,7 @@ let package = Package(
                 "ConsoleOutput",
                 "CommandLineSupport",
                 "APNS",
+                "FCM",
                 "WorkflowKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -314,6 +316,7 @@ let package = Package(
         ]),
         .testTarget(name: "FCMTests", dependencies: [
             "FCM", "LocalFCM", "APNSCore",
+            .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "_CryptoExtras", package: "swift-crypto"),
             // Raw requests to the stand-in, for the message formats the client never sends.
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -326,7 +329,7 @@ let package = Package(
         .testTarget(
             name: "OrderFlowTests",
             dependencies: [
-                "OrderFlow", "OrderFlowTesting", "LocalAPNS", "PGKit", "LocalPostgres", "APNS", "PostgresTesting", "WorkflowKit", "TestTags",
+                "OrderFlow", "OrderFlowTesting", "LocalAPNS", "LocalFCM", "PGKit", "LocalPostgres", "APNS", "PostgresTesting", "WorkflowKit", "TestTags",
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -341,7 +344,7 @@ let package = Package(
         .testTarget(
             name: "CLITests",
             dependencies: [
-                "OrderFlowTesting", "LocalAPNS", "OrderFlow", "PGKit", "PostgresTesting", "WorkflowKit", "APNS", "TestTags",
+                "OrderFlowTesting", "LocalAPNS", "LocalFCM", "OrderFlow", "PGKit", "PostgresTesting", "WorkflowKit", "APNS", "TestTags",
                 // The app's half, against `orderflow serve` (Tests/CLITests/AppKit).
                 "OrderFlowKit",
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -51,6 +51,8 @@ public final class APNSClient: Sendable {
         providerTokens: ((APNSSigningKey) -> any APNSProviderTokenSource)? = nil
     ) throws {
         let (signingKey, trustRoots, endpoint) = try configuration.checked()
+        // The same client policy as FCMClient's (TLS 1.2 or later, no redirect followed, no
+        // decompression): change both.
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
         if let trustRoots { tls.trustRoots = .certificates(trustRoots) }

@@ -47,6 +47,9 @@ public final class FCMClient: Sendable {
         accessTokens: ((FCMTokenExchange) -> any FCMAccessTokenSource)? = nil
     ) throws {
         let trustRoots = try configuration.checkedTrustRoots()
+        // The same client policy as APNSClient's (TLS 1.2 or later, no redirect followed, no
+        // decompression): change both. Two copies, as FCM and APNS share no networking module
+        // (APNSCore has none) and one for these lines would cost more than it saves.
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
         if let trustRoots { tls.trustRoots = .certificates(trustRoots) }

@@ -66,21 +66,24 @@ public struct FCMServiceAccount: Sendable, CustomStringConvertible, CustomDebugS
         func refuse(_ code: FCMCredentialsError.Code, _ problem: String) -> FCMCredentialsError {
             FCMCredentialsError(code: code, path: path, message: "\(named) \(problem)")
         }
+        guard json.utf8.count <= Self.maximumFileBytes else {
+            throw refuse(.notJSON, "is not a JSON object: it is \(json.utf8.count) bytes, far larger than a service-account key (about 2.4 KB). " + Self.whereToGetOne)
+        }
         let value: JSONValue
         do {
             value = try JSONValue(json: json)
         } catch {
             // Only the position: the parser's words could quote part of the key.
-            throw refuse(.notJSON, "is not JSON (it breaks at byte \(error.offset)). " + Self.whereToGetOne)
+            throw refuse(.notJSON, "is not a JSON object: the text is not JSON (it breaks at byte \(error.offset)). " + Self.whereToGetOne)
         }
         guard let object = value.objectValue else {
-            throw refuse(.notJSON, "is JSON but not an object. " + Self.whereToGetOne)
+            throw refuse(.notJSON, "is not a JSON object: the text is JSON, but not an object. " + Self.whereToGetOne)
         }
         func text(_ field: String) throws -> String {
             guard let member = object[field] else {
-                throw refuse(.missingField, "has no \"\(field)\". " + Self.whereToGetOne)
+                throw refuse(.missingField, "has no \"\(field)\": a file that has no text field `\(field)` is not one Google issued. " + Self.whereToGetOne)
             }
-            guard let text = member.stringValue, !text.isEmpty else {
+            guard let text = member.stringValue, !text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
                 let what = switch member {
                 case .string: "an empty string"
                 case .int, .double: "a number"
@@ -96,27 +99,48 @@ public struct FCMServiceAccount: Sendable, CustomStringConvertible, CustomDebugS
         let type = try text("type")
         guard type == "service_account" else {
             // Short and chosen by Google ("authorized_user", "external_account"): safe to show.
-            throw refuse(.notServiceAccount, "is a \"\(type.prefix(40))\" credential, not a service-account key. " + Self.whereToGetOne)
+            let shown = String(type.prefix(40))
+            throw refuse(.notServiceAccount,
+                "has `type` \"\(shown)\", not \"service_account\": a \"\(shown)\" credential is not a service-account key. " + Self.whereToGetOne)
         }
-        self.projectID = try text("project_id")
+        let projectID = try text("project_id")
+        guard Self.isProjectID(projectID) else {
+            throw refuse(.invalidField,
+                "has `project_id` \"\(projectID.prefix(40))\", which is not a Google Cloud project id (6 to 30 lowercase letters, digits and hyphens, starting with a letter). " + Self.whereToGetOne)
+        }
+        self.projectID = projectID
         self.clientEmail = try text("client_email")
         self.privateKeyID = try text("private_key_id")
         self.tokenURI = try text("token_uri")
-        guard self.clientEmail.contains("@") else {
-            throw refuse(.invalidField, "has a \"client_email\" that is not an e-mail address. " + Self.whereToGetOne)
+        guard self.clientEmail.contains("@"), self.clientEmail.utf8.count <= 320, !self.clientEmail.contains(where: \.isWhitespace) else {
+            throw refuse(.invalidField, "has a `client_email` that is not an e-mail address. " + Self.whereToGetOne)
         }
-        guard let url = URL(string: self.tokenURI), url.scheme == "https", url.host != nil else {
-            throw refuse(.invalidField, "has a \"token_uri\" that is not an https:// URL (Google's is https://oauth2.googleapis.com/token).")
+        // The signed assertion goes there and the access token comes back: never in the clear.
+        guard let url = URL(string: self.tokenURI), ["https", "http"].contains(url.scheme?.lowercased()), url.host != nil else {
+            throw refuse(.invalidField, "has a `token_uri` that is not an http(s) URL (Google's is https://oauth2.googleapis.com/token).")
+        }
+        guard url.scheme?.lowercased() == "https" else {
+            throw refuse(.invalidField, "has a `token_uri` that is not an https:// URL: the signed assertion and the access token would cross the network unencrypted (Google's is https://oauth2.googleapis.com/token).")
         }
         let pem = try text("private_key")
         guard pem.contains("-----BEGIN PRIVATE KEY-----") || pem.contains("-----BEGIN RSA PRIVATE KEY-----") else {
-            throw refuse(.invalidKey, "has a \"private_key\" that is not a PEM RSA private key ('-----BEGIN PRIVATE KEY-----'). " + Self.whereToGetOne)
+            // Never the key itself, not even a part of it.
+            throw refuse(.invalidKey,
+                "has a `private_key` that is not a PEM private key (it is not a PEM RSA private key: '-----BEGIN PRIVATE KEY-----' … '-----END PRIVATE KEY-----'). " + Self.whereToGetOne)
         }
         do {
             self.privateKey = try _RSA.Signing.PrivateKey(pemRepresentation: pem)
         } catch {
-            throw refuse(.invalidKey, "has a \"private_key\" that is not a usable RSA key of 2048 bits or more (damaged, or another kind of key). " + Self.whereToGetOne)
+            throw refuse(.invalidKey, "has a `private_key` that is not a usable RSA key of 2048 bits or more (damaged, or another kind of key). " + Self.whereToGetOne)
         }
+    }
+
+    /// Google's rule for project ids: 6 to 30 lowercase letters, digits and hyphens, starting
+    /// with a letter. The id becomes a path segment of every send (`projects/{id}/messages:send`).
+    static func isProjectID(_ id: String) -> Bool {
+        let scalars = id.unicodeScalars
+        guard (6...30).contains(scalars.count), let first = scalars.first, ("a"..."z").contains(first) else { return false }
+        return scalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "-" }
     }
 
     /// The signed JWT of the OAuth 2 JWT bearer grant (RFC 7523), as Google's token endpoint takes
@@ -150,6 +174,11 @@ public struct FCMServiceAccount: Sendable, CustomStringConvertible, CustomDebugS
 
     /// `SHA256:` and the first 16 hex characters of the SHA-256 of the public key (DER): names the
     /// key in listings without revealing anything of it. Two copies of one key agree.
+    ///
+    /// The public key's, not the private key's bytes: the same key pair gives the same
+    /// fingerprint whichever encoding its file uses (PKCS#8 or PKCS#1 PEM); an operator can
+    /// check it from the public half alone (`openssl pkey -pubout -outform DER | sha256sum`)
+    /// without handling the secret; and nothing derived from the secret itself is ever shown.
     public var fingerprint: String {
         let digest = SHA256.hash(data: self.privateKey.publicKey.derRepresentation)
         return "SHA256:" + digest.prefix(8).map { String(format: "%02x", $0) }.joined()

@@ -1,3 +1,4 @@
+import FCM
 import Foundation
 
 /// Android phones: their FCM registration tokens, and each merchant's Firebase project.
@@ -38,7 +39,7 @@ extension OrderFlowEngine {
     }
 
     /// Gives a merchant its Firebase project (again, to rotate the key): the service account
-    /// JSON is checked (``FCMServiceAccount``), sealed with AES-GCM under `masterKey`, bound to
+    /// JSON is checked (`FCM.FCMServiceAccount`: its fields and its RSA key), sealed with AES-GCM under `masterKey`, bound to
     /// the merchant and the project, and stored; it is never logged or shown.
     ///
     /// Nothing is stored when anything is wrong: a file of the wrong shape, an unknown
@@ -48,14 +49,15 @@ extension OrderFlowEngine {
     public func setFCMServiceAccount(merchantID: String, serviceAccountJSON: String, masterKey: MasterKey) async throws -> MerchantFCMSummary {
         try await translatingErrors {
             try Self.validateIdentifier(merchantID, what: "merchant id")
-            let account = try FCMServiceAccount(json: serviceAccountJSON)
-            guard try await merchantStore.merchantExists(merchantID) else { throw Self.unknownMerchant(merchantID) }
-            let others = try await androidStore.otherMasterKeyIDs(than: masterKey.id)
-            if !others.isEmpty {
-                throw OrderFlowError(.invalidConfiguration,
-                    "the stored keys are sealed under another master key (id \(others.joined(separator: ", "))), not the one given (id \(masterKey.id)); use the master key they were stored with")
+            let account: FCM.FCMServiceAccount
+            do {
+                account = try FCM.FCMServiceAccount(json: serviceAccountJSON)
+            } catch let error as FCMCredentialsError {
+                throw OrderFlowError(.invalidInput, error.message)
             }
-            let sealed = try masterKey.seal(Data(account.json.utf8), context: Self.fcmKeyContext(merchantID: merchantID, projectID: account.projectID))
+            guard try await merchantStore.merchantExists(merchantID) else { throw Self.unknownMerchant(merchantID) }
+            try await requireStoredKeysSealed(under: masterKey)
+            let sealed = try masterKey.seal(Data(serviceAccountJSON.utf8), context: Self.fcmKeyContext(merchantID: merchantID, projectID: account.projectID))
             guard try await androidStore.saveFCMApp(merchantID: merchantID, account: account, sealedKey: sealed, masterKeyID: masterKey.id) else {
                 throw Self.unknownMerchant(merchantID)
             }
@@ -74,14 +76,18 @@ extension OrderFlowEngine {
     /// The merchant's service account, opened with `masterKey`, for an FCM sender; nil when the
     /// merchant has no Firebase project.
     /// - Throws: `invalidConfiguration` when the key was sealed under another master key.
-    public func fcmServiceAccount(merchantID: String, masterKey: MasterKey) async throws -> FCMServiceAccount? {
+    public func fcmServiceAccount(merchantID: String, masterKey: MasterKey) async throws -> FCM.FCMServiceAccount? {
         try await translatingErrors {
             guard let stored = try await androidStore.sealedFCMKey(of: merchantID) else { return nil }
             guard let json = masterKey.open(stored.sealed, context: Self.fcmKeyContext(merchantID: merchantID, projectID: stored.projectID)) else {
                 throw OrderFlowError(.invalidConfiguration,
                     "merchant \(Self.shown(merchantID))'s FCM key is sealed under master key \(stored.masterKeyID), not the one given (\(masterKey.id)); use the master key it was stored with")
             }
-            return try FCMServiceAccount(json: String(decoding: json, as: UTF8.self))
+            do {
+                return try FCM.FCMServiceAccount(json: String(decoding: json, as: UTF8.self))
+            } catch let error as FCMCredentialsError {
+                throw OrderFlowError(.invalidConfiguration, "merchant \(Self.shown(merchantID))'s stored FCM key no longer reads: \(error.message)")
+            }
         }
     }
 

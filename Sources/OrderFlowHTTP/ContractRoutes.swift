@@ -22,6 +22,7 @@ enum ContractRoutes {
         ("/v1/devices/{device}", [.delete]),
         ("/v1/devices/{device}/push-to-start-tokens/{attributesType}", [.put]),
         ("/v1/devices/{device}/alert-token", [.put]),
+        ("/v1/devices/{device}/fcm-token", [.put]),
         ("/v1/deliveries", [.get]),
         ("/v1/deliveries/{deliveryID}/retry", [.post]),
         ("/v1/events", [.get]),

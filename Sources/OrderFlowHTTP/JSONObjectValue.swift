@@ -8,6 +8,11 @@ import APNSCore
 /// conversion from and to `JSONValue` that was a fifth of the server's CPU on the hottest route
 /// (perf, `orderflow-bench http`). `openapi/openapi-generator-config.yaml` maps the schema to
 /// this type instead (`typeOverrides`), so the generated server stays the contract's.
+///
+/// Not `JSONValue` itself, which the override could name as well: its `Codable` serves any
+/// coder, so it tries `Bool` and numbers before strings (a thrown error per kind tried in vain,
+/// for most members) and encodes every member through a nested encoder; and it would take an
+/// array or a string where the contract says object.
 struct JSONObjectValue: Codable, Hashable, Sendable {
     var members: [String: JSONValue]
 

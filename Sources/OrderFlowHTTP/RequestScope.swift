@@ -179,6 +179,8 @@ struct MerchantAuthentication<Context: RequestContext>: RouterMiddleware {
         switch (method, segments.count, segments[1]) {
         case (.post, 2, "devices"), (.delete, 3, "devices"):
             return true
+        case (.put, 4, "devices"):
+            return segments[3] == "fcm-token"
         case (.get, 3, "orders"):
             return true
         case (.put, 5, "orders"), (.delete, 5, "orders"):

@@ -11,7 +11,8 @@ struct MasterKeyCommand: AsyncParsableCommand {
         abstract: "Seal the stored secrets under a new master key.",
         discussion: """
             The master key (ORDERFLOW_SECRET_KEY, or ORDERFLOW_SECRET_KEY_FILE) seals the \
-            merchants' APNs keys and the keys their customers' client secrets are made with. \
+            merchants' APNs keys, their Firebase service accounts and the keys their customers' \
+            client secrets are made with. \
             It never reaches the database; each sealed secret records the id of the key that \
             sealed it.
 
@@ -50,7 +51,12 @@ struct MasterKeyCommand: AsyncParsableCommand {
             }
             let rotated = try await context.withEngine { engine in try await engine.rotateMasterKey(current: current, new: new) }
             context.terminal.write(
-                "sealed \(rotated.apnsKeys) APNs key\(rotated.apnsKeys == 1 ? "" : "s") and \(rotated.clientSecretKeys) client-secret key\(rotated.clientSecretKeys == 1 ? "" : "s") under the master key with id \(new.id); restart every serve and worker with it (ORDERFLOW_SECRET_KEY_FILE=\(Formatting.shellQuoted(newKeyFile)))")
+                "sealed \(Self.count(rotated.apnsKeys, "APNs key")), \(Self.count(rotated.fcmKeys, "Firebase service account")) and \(Self.count(rotated.clientSecretKeys, "client-secret key")) under the master key with id \(new.id); restart every serve and worker with it (ORDERFLOW_SECRET_KEY_FILE=\(Formatting.shellQuoted(newKeyFile)))")
+        }
+
+        /// "1 APNs key", "2 APNs keys".
+        static func count(_ number: Int, _ thing: String) -> String {
+            "\(number) \(thing)\(number == 1 ? "" : "s")"
         }
     }
 }

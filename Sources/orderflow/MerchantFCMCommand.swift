@@ -2,6 +2,7 @@ import APNS
 import ArgumentParser
 import CommandLineSupport
 import ConsoleOutput
+import FCM
 import OrderFlow
 
 extension MerchantCommand {

@@ -70,11 +70,7 @@ extension OrderFlowEngine {
             guard try await merchantStore.merchantExists(app.merchantID) else {
                 throw Self.unknownMerchant(app.merchantID)
             }
-            let others = try await merchantStore.otherMasterKeyIDs(than: masterKey.id)
-            if !others.isEmpty {
-                throw OrderFlowError(.invalidConfiguration,
-                    "the stored APNs keys are sealed under another master key (id \(others.joined(separator: ", "))), not the one given (id \(masterKey.id)); use the master key they were stored with")
-            }
+            try await requireStoredKeysSealed(under: masterKey)
             let (environment, url, ca): (String, String?, String?) = switch app.environment {
             case .production: ("production", nil, nil)
             case .sandbox: ("sandbox", nil, nil)
@@ -87,6 +83,17 @@ extension OrderFlowEngine {
                 environment: environment, endpointURL: url, endpointCA: ca)
             guard try await merchantStore.saveApp(stored) else { throw Self.unknownMerchant(app.merchantID) }
             return try await merchantStore.merchants().first { $0.id == app.merchantID }!.app!
+        }
+    }
+
+    /// Refuses a key sealed under `masterKey` while other stored keys (merchants' APNs keys or
+    /// Firebase service accounts) are sealed under another: one master key opens them all, so
+    /// that a worker or a rotation given one key never meets a key it cannot open.
+    func requireStoredKeysSealed(under masterKey: MasterKey) async throws {
+        let others = try await merchantStore.otherMasterKeyIDs(than: masterKey.id)
+        if !others.isEmpty {
+            throw OrderFlowError(.invalidConfiguration,
+                "the stored keys (merchants' APNs keys, Firebase service accounts) are sealed under another master key (id \(others.joined(separator: ", "))), not the one given (id \(masterKey.id)); use the master key they were stored with")
         }
     }
 

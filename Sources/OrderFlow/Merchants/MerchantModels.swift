@@ -26,6 +26,15 @@ public struct MerchantAppSummary: Sendable, Equatable, Codable {
     public var updatedAt: Date
 }
 
+/// What may be shown of a merchant's Firebase project: never the key, only its fingerprint.
+public struct MerchantFCMSummary: Sendable, Equatable, Codable {
+    public var projectID: String
+    public var clientEmail: String
+    /// `SHA256:` and 16 hex characters of the public key's digest (`FCMServiceAccount.fingerprint`).
+    public var keyFingerprint: String
+    public var updatedAt: Date
+}
+
 /// Whether a merchant's pushes flow, as the workers last found.
 public struct MerchantPushState: Sendable, Equatable, Codable {
     public enum Status: String, Sendable, Codable, CaseIterable {

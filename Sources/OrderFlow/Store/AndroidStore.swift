@@ -1,3 +1,4 @@
+import FCM
 import Foundation
 import PGKit
 
@@ -24,17 +25,9 @@ struct AndroidStore: Sendable {
         ).first?.decode("fcm_token", as: String?.self) ?? nil
     }
 
-    /// The master keys, other than `masterKeyID`, that sealed any stored key (APNs or FCM).
-    func otherMasterKeyIDs(than masterKeyID: String) async throws -> [String] {
-        try await pool.query(PostgresQuery("""
-            SELECT master_key_id FROM merchant_apps WHERE master_key_id <> $1
-            UNION SELECT master_key_id FROM merchant_fcm_apps WHERE master_key_id <> $1 ORDER BY 1
-            """, masterKeyID)).map { try $0.decode("master_key_id") }
-    }
-
     /// Stores (or replaces, one revision later) a merchant's FCM project. False when the
     /// merchant does not exist.
-    func saveFCMApp(merchantID: String, account: FCMServiceAccount, sealedKey: Data, masterKeyID: String) async throws -> Bool {
+    func saveFCMApp(merchantID: String, account: FCM.FCMServiceAccount, sealedKey: Data, masterKeyID: String) async throws -> Bool {
         try await pool.query(PostgresQuery("""
             INSERT INTO merchant_fcm_apps (merchant_id, project_id, client_email, token_uri, key_sealed, key_fingerprint, master_key_id)
             SELECT m.merchant_id, $2, $3, $4, decode($5, 'base64'), $6, $7
@@ -44,7 +37,7 @@ struct AndroidStore: Sendable {
                 key_sealed = EXCLUDED.key_sealed, key_fingerprint = EXCLUDED.key_fingerprint,
                 master_key_id = EXCLUDED.master_key_id, revision = merchant_fcm_apps.revision + 1, updated_at = now()
             """, merchantID, account.projectID, account.clientEmail, account.tokenURI, sealedKey.base64EncodedString(),
-            account.keyFingerprint, masterKeyID)).affectedRows == 1
+            account.fingerprint, masterKeyID)).affectedRows == 1
     }
 
     /// What may be shown of a merchant's FCM project; nil when it has none.

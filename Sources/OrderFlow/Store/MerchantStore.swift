@@ -48,11 +48,13 @@ struct MerchantStore: Sendable {
 
     // MARK: Apps
 
-    /// The master key ids that sealed the stored app keys, other than `masterKeyID`.
+    /// The master key ids, other than `masterKeyID`, that sealed any stored key: merchants' APNs
+    /// keys and Firebase service accounts.
     func otherMasterKeyIDs(than masterKeyID: String) async throws -> [String] {
-        try await pool.query(PostgresQuery(
-            "SELECT DISTINCT master_key_id FROM merchant_apps WHERE master_key_id <> $1 ORDER BY 1", masterKeyID)
-        ).map { try $0.decode("master_key_id") }
+        try await pool.query(PostgresQuery("""
+            SELECT master_key_id FROM merchant_apps WHERE master_key_id <> $1
+            UNION SELECT master_key_id FROM merchant_fcm_apps WHERE master_key_id <> $1 ORDER BY 1
+            """, masterKeyID)).map { try $0.decode("master_key_id") }
     }
 
     /// Stores (or replaces, one revision later) a merchant's app. False when the merchant does

@@ -235,6 +235,17 @@ extension APIProtocol {
         )
         try transport.register(
             {
+                try await server.registerFCMToken(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .put,
+            path: server.apiPathComponentsWithServerPrefix("/v1/devices/{device}/fcm-token")
+        )
+        try transport.register(
+            {
                 try await server.listDeliveries(
                     request: $0,
                     body: $1,
@@ -2009,6 +2020,110 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                     preconditionFailure("bestContentType chose an invalid content type.")
                 }
                 return Operations.RegisterAlertToken.Input(
+                    path: path,
+                    headers: headers,
+                    body: body
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    try converter.setHeaderFieldAsURI(
+                        in: &response.headerFields,
+                        name: "Retry-After",
+                        value: value.headers.retryAfter
+                    )
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .applicationProblemJson(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/problem+json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/problem+json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// An Android device's FCM registration token, for its Live Updates.
+    ///
+    /// The token `FirebaseMessaging.getToken()` gave the app; a new one (tokens rotate)
+    /// replaces the old. The merchant's API key, or the app with an order's client secret and
+    /// this device's own credential (always: Android apps postdate device credentials, so no
+    /// transition lets a client secret alone change a device here). The same device id under
+    /// another merchant is another device.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/devices/{device}/fcm-token`.
+    /// - Remark: Generated from `#/paths//v1/devices/{device}/fcm-token/put(registerFCMToken)`.
+    func registerFCMToken(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.RegisterFCMToken.id,
+            using: {
+                APIHandler.registerFCMToken($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let path: Operations.RegisterFCMToken.Input.Path = .init(device: try converter.getPathParameterAsURI(
+                    in: metadata.pathParameters,
+                    name: "device",
+                    as: Components.Parameters.DeviceID.self
+                ))
+                let headers: Operations.RegisterFCMToken.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                let contentType = converter.extractContentTypeIfPresent(in: request.headerFields)
+                let body: Operations.RegisterFCMToken.Input.Body
+                let chosenContentType = try converter.bestContentType(
+                    received: contentType,
+                    options: [
+                        "application/json"
+                    ]
+                )
+                switch chosenContentType {
+                case "application/json":
+                    body = try await converter.getRequiredRequestBodyAsJSON(
+                        Components.Schemas.FCMToken.self,
+                        from: requestBody,
+                        transforming: { value in
+                            .json(value)
+                        }
+                    )
+                default:
+                    preconditionFailure("bestContentType chose an invalid content type.")
+                }
+                return Operations.RegisterFCMToken.Input(
                     path: path,
                     headers: headers,
                     body: body

@@ -1250,6 +1250,33 @@ extension Components {
                 ])
             }
         }
+        /// - Remark: Generated from `#/components/schemas/FCMToken`.
+        internal struct FCMToken: Codable, Hashable, Sendable {
+            /// An FCM registration token as the app got it (letters, digits, `-`, `_`, `:` and `.`; Firebase's are about 160 characters).
+            ///
+            /// - Remark: Generated from `#/components/schemas/FCMToken/token`.
+            internal var token: Swift.String
+            /// Creates a new `FCMToken`.
+            ///
+            /// - Parameters:
+            ///   - token: An FCM registration token as the app got it (letters, digits, `-`, `_`, `:` and `.`; Firebase's are about 160 characters).
+            internal init(token: Swift.String) {
+                self.token = token
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case token
+            }
+            internal init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.token = try container.decode(
+                    Swift.String.self,
+                    forKey: .token
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "token"
+                ])
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/NewDevice`.
         internal struct NewDevice: Codable, Hashable, Sendable {
             /// The id to register (an Identifier); left out or null, the server draws one nobody can guess.

@@ -3173,6 +3173,175 @@ internal enum Operations {
             }
         }
     }
+    /// An Android device's FCM registration token, for its Live Updates.
+    ///
+    /// The token `FirebaseMessaging.getToken()` gave the app; a new one (tokens rotate)
+    /// replaces the old. The merchant's API key, or the app with an order's client secret and
+    /// this device's own credential (always: Android apps postdate device credentials, so no
+    /// transition lets a client secret alone change a device here). The same device id under
+    /// another merchant is another device.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/devices/{device}/fcm-token`.
+    /// - Remark: Generated from `#/paths//v1/devices/{device}/fcm-token/put(registerFCMToken)`.
+    internal enum RegisterFCMToken {
+        internal static let id: Swift.String = "registerFCMToken"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/devices/{device}/fcm-token/PUT/path`.
+            internal struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/devices/{device}/fcm-token/PUT/path/device`.
+                internal var device: Components.Parameters.DeviceID
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - device:
+                internal init(device: Components.Parameters.DeviceID) {
+                    self.device = device
+                }
+            }
+            internal var path: Operations.RegisterFCMToken.Input.Path
+            /// - Remark: Generated from `#/paths/v1/devices/{device}/fcm-token/PUT/header`.
+            internal struct Headers: Sendable, Hashable {
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RegisterFCMToken.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                internal init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RegisterFCMToken.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.RegisterFCMToken.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/devices/{device}/fcm-token/PUT/requestBody`.
+            internal enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/devices/{device}/fcm-token/PUT/requestBody/content/application\/json`.
+                case json(Components.Schemas.FCMToken)
+            }
+            internal var body: Operations.RegisterFCMToken.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            internal init(
+                path: Operations.RegisterFCMToken.Input.Path,
+                headers: Operations.RegisterFCMToken.Input.Headers = .init(),
+                body: Operations.RegisterFCMToken.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/devices/{device}/fcm-token/PUT/responses/200/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/devices/{device}/fcm-token/PUT/responses/200/content/application\/json`.
+                    case json(Components.Schemas.TokenStored)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas.TokenStored {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.RegisterFCMToken.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.RegisterFCMToken.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// Stored.
+            ///
+            /// - Remark: Generated from `#/paths//v1/devices/{device}/fcm-token/put(registerFCMToken)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.RegisterFCMToken.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            internal var ok: Operations.RegisterFCMToken.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// What went wrong, and what to do (RFC 9457).
+            ///
+            /// - Remark: Generated from `#/paths//v1/devices/{device}/fcm-token/put(registerFCMToken)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            internal var `default`: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
     /// Recent push attempts, newest first; `failed=true` for dead letters only.
     ///
     /// - Remark: HTTP `GET /v1/deliveries`.

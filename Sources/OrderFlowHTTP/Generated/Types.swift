@@ -143,6 +143,18 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `PUT /v1/devices/{device}/alert-token`.
     /// - Remark: Generated from `#/paths//v1/devices/{device}/alert-token/put(registerAlertToken)`.
     func registerAlertToken(_ input: Operations.RegisterAlertToken.Input) async throws -> Operations.RegisterAlertToken.Output
+    /// An Android device's FCM registration token, for its Live Updates.
+    ///
+    /// The token `FirebaseMessaging.getToken()` gave the app; a new one (tokens rotate)
+    /// replaces the old. The merchant's API key, or the app with an order's client secret and
+    /// this device's own credential (always: Android apps postdate device credentials, so no
+    /// transition lets a client secret alone change a device here). The same device id under
+    /// another merchant is another device.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/devices/{device}/fcm-token`.
+    /// - Remark: Generated from `#/paths//v1/devices/{device}/fcm-token/put(registerFCMToken)`.
+    func registerFCMToken(_ input: Operations.RegisterFCMToken.Input) async throws -> Operations.RegisterFCMToken.Output
     /// Recent push attempts, newest first; `failed=true` for dead letters only.
     ///
     /// - Remark: HTTP `GET /v1/deliveries`.
@@ -477,6 +489,28 @@ extension APIProtocol {
         body: Operations.RegisterAlertToken.Input.Body
     ) async throws -> Operations.RegisterAlertToken.Output {
         try await registerAlertToken(Operations.RegisterAlertToken.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// An Android device's FCM registration token, for its Live Updates.
+    ///
+    /// The token `FirebaseMessaging.getToken()` gave the app; a new one (tokens rotate)
+    /// replaces the old. The merchant's API key, or the app with an order's client secret and
+    /// this device's own credential (always: Android apps postdate device credentials, so no
+    /// transition lets a client secret alone change a device here). The same device id under
+    /// another merchant is another device.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/devices/{device}/fcm-token`.
+    /// - Remark: Generated from `#/paths//v1/devices/{device}/fcm-token/put(registerFCMToken)`.
+    internal func registerFCMToken(
+        path: Operations.RegisterFCMToken.Input.Path,
+        headers: Operations.RegisterFCMToken.Input.Headers = .init(),
+        body: Operations.RegisterFCMToken.Input.Body
+    ) async throws -> Operations.RegisterFCMToken.Output {
+        try await registerFCMToken(Operations.RegisterFCMToken.Input(
             path: path,
             headers: headers,
             body: body

@@ -1,4 +1,5 @@
 import Foundation
+import LocalFCM
 import OrderFlow
 import OrderFlowTesting
 import PGKit
@@ -10,14 +11,17 @@ import Testing
 @Suite("Android on the command line", .serialized)
 struct AndroidCLITests {
     static let masterKey = Data((0..<32).map { UInt8($0 * 7 % 256) }).base64EncodedString()
-    static let keyBody = Data((0..<600).map { UInt8($0 % 253) }).base64EncodedString()
+    /// A real service account (the process's shared RSA key).
+    static let account = try! LocalFCMServiceAccountKey.generate(
+        projectID: "acme-orders", tokenURI: "https://oauth2.googleapis.com/token", accountName: "push")
+    /// A line of the key's PEM body: no output may show it.
+    static let keyBody = String(((try! JSONSerialization.jsonObject(with: Data(account.json.utf8)) as! [String: Any])["private_key"] as! String)
+        .split(separator: "\n")[1])
 
     static func serviceAccount(type: String = "service_account") -> String {
-        """
-        {"type": "\(type)", "project_id": "acme-orders", "client_email": "push@acme-orders.iam.gserviceaccount.com",
-         "private_key": "-----BEGIN PRIVATE KEY-----\\n\(keyBody)\\n-----END PRIVATE KEY-----\\n",
-         "token_uri": "https://oauth2.googleapis.com/token"}
-        """
+        var object = try! JSONSerialization.jsonObject(with: Data(account.json.utf8)) as! [String: Any]
+        object["type"] = type
+        return String(decoding: try! JSONSerialization.data(withJSONObject: object), as: UTF8.self)
     }
 
     @Test("set-fcm and token register --fcm: sealed, never shown; bad input changes nothing", .timeLimit(.minutes(3)))

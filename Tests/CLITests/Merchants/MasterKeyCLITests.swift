@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import LocalFCM
 import OrderFlow
 import OrderFlowTesting
 import PGKit
@@ -24,7 +25,10 @@ struct MasterKeyCLITests {
                        || coalesce(encode(key_sealed, 'hex'), '-') || ':' || coalesce(master_key_id, '-') AS r
                 FROM merchant_client_keys ORDER BY 1
                 """)).map { try $0.decode("r") }
-            return (apps + keys).joined(separator: "\n")
+            let accounts: [String] = try await connection.query(PostgresQuery(
+                "SELECT merchant_id || ':' || encode(key_sealed, 'hex') || ':' || master_key_id AS r FROM merchant_fcm_apps ORDER BY 1"))
+                .map { try $0.decode("r") }
+            return (apps + keys + accounts).joined(separator: "\n")
         }
     }
 
@@ -60,7 +64,16 @@ struct MasterKeyCLITests {
         let second = try await rotatedEngine.clientSecret(forOrder: "1042")
         #expect(second != first && second.contains(".v2."), "\(second)")
         #expect(try await engine.resolveClientSecret(first)?.orderID == "1042", "older secrets work until retired")
-        #expect(try await engine.resolveClientSecret(second)?.orderID == "1042")
+        // This engine read its keyring moments ago, and reads it again for an unknown version at
+        // most once a second (made-up versions cost no query each): on a fast machine the new
+        // version is seen a moment later, not at once.
+        var resolved = try await engine.resolveClientSecret(second)
+        let deadline = ContinuousClock.now + .seconds(5)
+        while resolved == nil, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(200))
+            resolved = try await engine.resolveClientSecret(second)
+        }
+        #expect(resolved?.orderID == "1042")
         let retired = try await cli.run(["merchant", "rotate-client-key", "default", "--retire-older"], environment: environment)
         #expect(retired.status == 0 && retired.stdout.contains("key version 3"), "\(retired)")
         let fresh = OrderFlowEngine(configuration: configuration)
@@ -81,10 +94,22 @@ struct MasterKeyCLITests {
         let old = Self.newKey()
         let oldKey = try MasterKey(base64: old, source: "test")
 
-        // A merchant with its APNs key sealed under the old key, and an unsealed client-secret key.
+        // A merchant with its Firebase service account and APNs key sealed under the old key,
+        // and an unsealed client-secret key.
         _ = try await cli.run("merchant", "add", "acme")
+        let account = try LocalFCMServiceAccountKey.generate(projectID: "acme-orders", tokenURI: "https://oauth2.googleapis.com/token")
+        let accountFile = try Fixtures.file("acme-firebase.json", account.json)
+        let fcm = try await cli.run(["merchant", "set-fcm", "acme", "--service-account", accountFile], environment: ["ORDERFLOW_SECRET_KEY": old])
+        #expect(fcm.status == 0, "\(fcm)")
         let apnsKey = P256.Signing.PrivateKey()
         let keyFile = try Fixtures.file("AuthKey_ACME000001.p8", apnsKey.pemRepresentation)
+        // An APNs key under another master key than the stored Firebase key's: refused, nothing stored.
+        let onlyFCM = try await Self.sealedRows(database)
+        let mixed = try await cli.run(["merchant", "set-apns", "acme", "--bundle-id", "com.acme.orders", "--team-id", "TEAMACME01",
+                                       "--key-id", "ACME000001", "--key", keyFile], environment: ["ORDERFLOW_SECRET_KEY": Self.newKey()])
+        #expect(mixed.status != 0 && mixed.stderr.contains("another master key (id \(oldKey.id))")
+                && mixed.stderr.contains("Firebase service accounts"), "\(mixed)")
+        #expect(try await Self.sealedRows(database) == onlyFCM, "a refused APNs key stores nothing")
         let set = try await cli.run(["merchant", "set-apns", "acme", "--bundle-id", "com.acme.orders", "--team-id", "TEAMACME01",
                                      "--key-id", "ACME000001", "--key", keyFile], environment: ["ORDERFLOW_SECRET_KEY": old])
         #expect(set.status == 0, "\(set)")
@@ -106,7 +131,7 @@ struct MasterKeyCLITests {
 
         // The right one: every secret under the new key; secrets handed out still work.
         let rotated = try await cli.run(["master-key", "rotate", "--new-key-file", newFile], environment: ["ORDERFLOW_SECRET_KEY": old])
-        #expect(rotated.status == 0 && rotated.stdout.contains("sealed 1 APNs key and 1 client-secret key"), "\(rotated)")
+        #expect(rotated.status == 0 && rotated.stdout.contains("sealed 1 APNs key, 1 Firebase service account and 1 client-secret key"), "\(rotated)")
         let newKey = try MasterKey(base64: try String(contentsOfFile: newFile, encoding: .utf8), source: "test")
         let after = try await Self.sealedRows(database)
         #expect(!after.contains(oldKey.id) && after.contains(newKey.id) && !after.contains(":-:-"), "\(after)")
@@ -115,6 +140,7 @@ struct MasterKeyCLITests {
         let withNew = OrderFlowEngine(configuration: configuration)
         defer { Task { await withNew.shutdown() } }
         #expect(try await withNew.resolveClientSecret(secret)?.orderID == "7")
+        #expect(try await withNew.fcmServiceAccount(merchantID: "acme", masterKey: newKey)?.projectID == "acme-orders")
         let newText = try String(contentsOfFile: newFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(!rotated.stdout.contains(old) && !rotated.stdout.contains(newText), "no key is ever printed")
     }

@@ -1,4 +1,5 @@
 import APNSCore
+import Crypto
 import FCM
 import Foundation
 import LocalFCM
@@ -69,9 +70,25 @@ struct FCMServiceAccountTests {
                 #expect(!error.message.contains(line.prefix(24)))
             }
         }
+        // Google's rule for project ids (the id becomes a path segment of every send).
+        for projectID in ["Luigis Orders", "short", "1-starts-with-a-digit", "luigis_orders", String(repeating: "a", count: 31)] {
+            let error = try #require(self.refusal(self.edited { $0["project_id"] = .string(projectID) }), "\(projectID)")
+            #expect(error.code == .invalidField && error.message.contains("is not a Google Cloud project id"), "\(error.message)")
+        }
         // An EC key (an APNs .p8 by mistake) is not an RSA key.
         let ecKey = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg\n-----END PRIVATE KEY-----\n"
         #expect(self.refusal(self.edited { $0["private_key"] = .string(ecKey) })?.code == .invalidKey)
+    }
+
+    @Test("the fingerprint is the public key's: the same for the key in PKCS#8 or PKCS#1 PEM")
+    func fingerprintOfThePublicKey() throws {
+        let pkcs8 = try JSONValue(json: Self.key.json)["private_key"]!.stringValue!
+        let pkcs1 = try _RSA.Signing.PrivateKey(pemRepresentation: pkcs8).pemRepresentation
+        #expect(pkcs1.hasPrefix("-----BEGIN RSA PRIVATE KEY-----"))
+        let account = try FCMServiceAccount(json: Self.key.json)
+        let again = try FCMServiceAccount(json: self.edited { $0["private_key"] = .string(pkcs1) })
+        let expected = "SHA256:" + SHA256.hash(data: Self.key.publicKey.derRepresentation).prefix(8).map { String(format: "%02x", $0) }.joined()
+        #expect(account.fingerprint == expected && again.fingerprint == expected)
     }
 
     @Test("a missing path, a directory: refused naming the path")

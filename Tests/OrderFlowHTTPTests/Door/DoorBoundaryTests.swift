@@ -152,6 +152,10 @@ extension HTTPAPITests {
             #expect(try await call(client, .put, "/v1/devices/old-phone/push-to-start-tokens/FoodOrderAttributes", headers: app,
                                    body: #"{"token": "\#(EngineFixture.token(3))"}"#).status == .ok)
             #expect(try await call(client, .put, "/v1/orders/OLD-1/followers/old-phone", headers: app).status == .noContent)
+            // Android apps came after device credentials: their FCM token always needs one.
+            expectProblem(try await call(client, .put, "/v1/devices/old-pixel/fcm-token", headers: app,
+                                         body: #"{"token": "\#(Self.fcmToken("old"))"}"#), .forbidden, code: "forbidden", containing: "device's credential")
+            #expect(try await engine.pool.query(PostgresQuery("SELECT 1 AS one FROM devices WHERE device_id = 'old-pixel'")).isEmpty)
             // Once registered, the device needs its credential even here.
             let registered = try await call(client, .post, "/v1/devices", headers: app, body: #"{"device": "old-phone"}"#)
             #expect(registered.status == .created, "\(registered.body)")

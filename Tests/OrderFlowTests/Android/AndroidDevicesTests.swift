@@ -1,4 +1,5 @@
 import Foundation
+import LocalFCM
 @testable import OrderFlow
 import OrderFlowTesting
 import PGKit
@@ -10,17 +11,17 @@ import Testing
 struct AndroidDevicesTests {
     static let masterKey = MasterKey(bytes: Data((0..<32).map { UInt8($0) }))
     static let otherMasterKey = MasterKey(bytes: Data((0..<32).map { UInt8(255 - $0) }))
-    /// The shape of a private key: what is checked is the PEM, not the RSA inside.
-    static let privateKeyBody = Data((0..<600).map { UInt8($0 % 251) }).base64EncodedString()
-    static let privateKey = "-----BEGIN PRIVATE KEY-----\n\(privateKeyBody)\n-----END PRIVATE KEY-----\n"
+    /// A real service account (the process's shared RSA key: making one costs a fifth of a
+    /// second of CPU), as Google would issue it.
+    static let account = try! LocalFCMServiceAccountKey.generate(
+        projectID: "luigis-orders", tokenURI: "https://oauth2.googleapis.com/token", accountName: "orderflow")
+    /// A line of the key's PEM body: no message or table may show it.
+    static let privateKeyBody = String(((try! JSONSerialization.jsonObject(with: Data(account.json.utf8)) as! [String: Any])["private_key"] as! String)
+        .split(separator: "\n")[1])
     static let token = "fTqa1:APA91b" + String(repeating: "Xy_9-", count: 30)
 
     static func serviceAccount(_ changes: [String: Any?] = [:]) -> String {
-        var object: [String: Any] = [
-            "type": "service_account", "project_id": "luigis-orders", "private_key_id": "abc",
-            "private_key": privateKey, "client_email": "orderflow@luigis-orders.iam.gserviceaccount.com",
-            "token_uri": "https://oauth2.googleapis.com/token",
-        ]
+        var object = try! JSONSerialization.jsonObject(with: Data(account.json.utf8)) as! [String: Any]
         for (key, value) in changes { object[key] = value ?? nil }
         return String(decoding: try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
     }
@@ -85,6 +86,7 @@ struct AndroidDevicesTests {
 
             let opened = try #require(try await fixture.engine.fcmServiceAccount(merchantID: "bravo", masterKey: Self.masterKey))
             #expect(opened.projectID == "luigis-orders")
+            #expect(opened.fingerprint == summary.keyFingerprint, "one fingerprint: the public key's, as shown to operators")
             #expect(!"\(opened)".contains("PRIVATE"))
             await #expect(throws: OrderFlowError.self) {
                 _ = try await fixture.engine.fcmServiceAccount(merchantID: "bravo", masterKey: Self.otherMasterKey)
