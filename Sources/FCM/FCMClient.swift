@@ -88,18 +88,19 @@ public final class FCMClient: Sendable {
     @discardableResult
     public func send(_ message: FCMMessage) async throws -> FCMSendResult {
         try message.validate()
-        let body = message.body.serialized
-        let redactedToken = APNSTokenRedaction.redacted(message.token)
-        var logger = self.logger
-        logger[metadataKey: "fcm.token"] = "\(redactedToken)"
-
+        let body = message.encodedBody()
         var token = try await self.accessTokens.accessToken()
         var refreshed = false
         while true {
-            let (status, headers, answer) = try await self.post(body, accessToken: token, redactedToken: redactedToken)
+            let (status, headers, answer) = try await self.post(body, accessToken: token, registrationToken: message.token)
             if status == 200 {
                 return FCMSendResult(name: answer?["name"]?.stringValue ?? "")
             }
+            // The redacted token and the logger's metadata cost string building: made only for
+            // a refusal, not on every accepted message.
+            let redactedToken = APNSTokenRedaction.redacted(message.token)
+            var logger = self.logger
+            logger[metadataKey: "fcm.token"] = "\(redactedToken)"
             let failure = Self.failure(status: status, retryAfter: headers.first(name: "retry-after"), body: answer, redactedToken: redactedToken)
             // An expired or revoked access token: another one, once. THIRD_PARTY_AUTH_ERROR is
             // also a 401, but about the project's APNs or web credentials, which no token mends.
@@ -121,7 +122,7 @@ public final class FCMClient: Sendable {
         }
     }
 
-    private func post(_ body: [UInt8], accessToken: FCMAccessToken, redactedToken: String) async throws -> (Int, HTTPHeaders, JSONValue?) {
+    private func post(_ body: [UInt8], accessToken: FCMAccessToken, registrationToken: String) async throws -> (Int, HTTPHeaders, JSONValue?) {
         var request = HTTPClientRequest(url: self.sendURL)
         request.method = .POST
         request.headers.add(name: "authorization", value: "Bearer " + accessToken.value)
@@ -133,6 +134,7 @@ public final class FCMClient: Sendable {
             return (Int(response.status.code), response.headers, try? JSONValue(parsing: bytes.readableBytesView))
         } catch {
             if Task.isCancelled { throw CancellationError() }
+            let redactedToken = APNSTokenRedaction.redacted(registrationToken)
             self.logger.debug("FCM unreachable", metadata: ["fcm.token": "\(redactedToken)", "fcm.error": "\(error)"])
             throw FCMTransportError(underlying: error, redactedToken: redactedToken)
         }
