@@ -118,6 +118,8 @@ let package = Package(
             name: "FCM",
             dependencies: [
                 "APNSCore",
+                "APNS",
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),

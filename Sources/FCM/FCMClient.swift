@@ -1,3 +1,4 @@
+import APNS
 import APNSCore
 import AsyncHTTPClient
 import Foundation
@@ -9,8 +10,10 @@ import Synchronization
 
 /// Sends data messages to FCM over its HTTP v1 API.
 ///
-/// Requests go through AsyncHTTPClient, which negotiates HTTP/2 by ALPN (FCM offers it) and keeps
-/// its connections for the next messages. Each carries an OAuth 2 access token from an
+/// Messages go over ``connections`` HTTP/2 connections that stay open (FCM speaks HTTP/2), many
+/// streams on each, through the frame-level transport the APNs client sends with
+/// (FCMClient+Transport.swift says why); the rare token exchanges go through AsyncHTTPClient.
+/// Each message carries an OAuth 2 access token from an
 /// ``FCMAccessTokenSource``; a `401 UNAUTHENTICATED` (the token expired or was revoked early)
 /// makes the client drop the token, obtain another and send once more. The client knows nothing
 /// of orders or workflows: it sends an ``FCMMessage`` and reports what FCM answered, classified
@@ -23,9 +26,12 @@ public final class FCMClient: Sendable {
     /// Where the access tokens come from.
     public let accessTokens: any FCMAccessTokenSource
     private let httpClient: HTTPClient
-    private let sendURL: String
-    private let logger: Logger
+    let logger: Logger
     private let shutDown = Atomic<Bool>(false)
+    /// Where messages go (FCMClient+Transport.swift).
+    let transport: APNSHTTP2Transport
+    /// `{base path}/v1/projects/{project}/messages:send`.
+    let sendPath: String
 
     /// Creates a client; checks the configuration at once.
     ///
@@ -64,8 +70,8 @@ public final class FCMClient: Sendable {
 
         self.configuration = configuration
         self.httpClient = httpClient
-        self.sendURL = configuration.sendURL
         self.logger = logger
+        (self.transport, self.sendPath) = try Self.makeTransport(configuration: configuration, eventLoopGroup: eventLoopGroup, logger: logger)
         self.accessTokens = accessTokens?(exchange) ?? FCMAccessTokenCache(
             refreshMargin: configuration.accessTokenRefreshMargin, currentTime: currentTime,
             fetch: { now, _ in try await exchange.exchange(at: now) })
@@ -74,6 +80,7 @@ public final class FCMClient: Sendable {
     /// Closes the connections. Sends after this fail with a transport error. A second call does nothing.
     public func shutdown() async throws {
         guard !self.shutDown.exchange(true, ordering: .relaxed) else { return }
+        await self.transport.shutdown()
         try await self.httpClient.shutdown()
     }
 
@@ -88,7 +95,7 @@ public final class FCMClient: Sendable {
     @discardableResult
     public func send(_ message: FCMMessage) async throws -> FCMSendResult {
         try message.validate()
-        let body = message.encodedBody()
+        let body = ByteBuffer(bytes: message.encodedBody())
         var token = try await self.accessTokens.accessToken()
         var refreshed = false
         while true {
@@ -119,24 +126,6 @@ public final class FCMClient: Sendable {
             default: logger.debug("FCM refused the message", metadata: metadata)
             }
             throw failure
-        }
-    }
-
-    private func post(_ body: [UInt8], accessToken: FCMAccessToken, registrationToken: String) async throws -> (Int, HTTPHeaders, JSONValue?) {
-        var request = HTTPClientRequest(url: self.sendURL)
-        request.method = .POST
-        request.headers.add(name: "authorization", value: "Bearer " + accessToken.value)
-        request.headers.add(name: "content-type", value: "application/json; charset=UTF-8")
-        request.body = .bytes(ByteBuffer(bytes: body))
-        do {
-            let response = try await self.httpClient.execute(request, deadline: .now() + TimeAmount(self.configuration.timeouts.request))
-            let bytes = try await response.body.collect(upTo: 256 * 1024)
-            return (Int(response.status.code), response.headers, try? JSONValue(parsing: bytes.readableBytesView))
-        } catch {
-            if Task.isCancelled { throw CancellationError() }
-            let redactedToken = APNSTokenRedaction.redacted(registrationToken)
-            self.logger.debug("FCM unreachable", metadata: ["fcm.token": "\(redactedToken)", "fcm.error": "\(error)"])
-            throw FCMTransportError(underlying: error, redactedToken: redactedToken)
         }
     }
 
