@@ -10,7 +10,7 @@ import Synchronization
 
 /// Sends data messages to FCM over its HTTP v1 API.
 ///
-/// Messages go over ``connections`` HTTP/2 connections that stay open (FCM speaks HTTP/2), many
+/// Messages go over two HTTP/2 connections that stay open (FCM speaks HTTP/2), many
 /// streams on each, through the frame-level transport the APNs client sends with
 /// (FCMClient+Transport.swift says why); the rare token exchanges go through AsyncHTTPClient.
 /// Each message carries an OAuth 2 access token from an
