@@ -26,7 +26,8 @@ import Synchronization
 // SETTINGS_MAX_CONCURRENT_STREAMS (requests beyond it wait), GOAWAY (no new streams there, a
 // new connection for the rest), reconnecting when a connection drops (its streams fail with a
 // transport error for the caller to retry), cancellation (RST_STREAM), an idle timeout, and a
-// clean shutdown. Added for APNs: a new connection carries one stream at a time until a request
+// clean shutdown. FCMClient sends its messages with it too (package-visible; it knows nothing of
+// APNs' payloads or answers). Added for APNs: a new connection carries one stream at a time until a request
 // has succeeded on it (with token auth APNs allows one stream until a request with a valid
 // token succeeded).
 
@@ -69,29 +70,29 @@ struct APNSHTTP2TransportError: Error, CustomStringConvertible, Sendable {
 }
 
 /// An answer: the status, the headers (pseudo-headers included) and the body.
-struct APNSHTTP2Response: Sendable {
-    var status: Int
-    var headers: HPACKHeaders
-    var body: ByteBuffer?
+package struct APNSHTTP2Response: Sendable {
+    package var status: Int
+    package var headers: HPACKHeaders
+    package var body: ByteBuffer?
 }
 
 /// HTTP/2 POSTs to one endpoint over ``connections`` connections, each on one event loop.
 /// Knows nothing of APNs' payloads or answers beyond HTTP/2 (see the comment at the top of the file).
-final class APNSHTTP2Transport: Sendable {
+package final class APNSHTTP2Transport: Sendable {
     private let slots: [APNSHTTP2ConnectionSlot]
     private let turn = Atomic<Int>(0)
     private let authority: String
     private let scheme = "https"
 
-    struct Endpoint {
-        var host: String
-        var port: Int
+    package struct Endpoint {
+        package var host: String
+        package var port: Int
         /// The URL's path, without a trailing slash ("" for none).
-        var pathPrefix: String
+        package var pathPrefix: String
     }
 
     /// - Throws: ``APNSConfigurationError`` for a URL that is not `https://host[:port][/path]`.
-    static func endpoint(of baseURL: String) throws -> Endpoint {
+    package static func endpoint(of baseURL: String) throws -> Endpoint {
         guard let components = URLComponents(string: baseURL), components.scheme == "https",
               let host = components.host, !host.isEmpty
         else {
@@ -103,7 +104,7 @@ final class APNSHTTP2Transport: Sendable {
         return Endpoint(host: host, port: components.port ?? 443, pathPrefix: path)
     }
 
-    init(
+    package init(
         endpoint: Endpoint,
         tlsConfiguration: TLSConfiguration,
         connections: Int,
@@ -138,7 +139,7 @@ final class APNSHTTP2Transport: Sendable {
 
     /// The request's pseudo-headers; the caller adds its own headers after them. `path` is
     /// not indexed by HPACK (it differs per request, as device tokens do).
-    func makeHeaders(method: String = "POST", path: String, capacity: Int = 12) -> HPACKHeaders {
+    package func makeHeaders(method: String = "POST", path: String, capacity: Int = 12) -> HPACKHeaders {
         var headers = HPACKHeaders()
         headers.reserveCapacity(capacity)
         headers.add(name: ":method", value: method)
@@ -151,7 +152,7 @@ final class APNSHTTP2Transport: Sendable {
     /// Sends one request and waits for its whole answer.
     ///
     /// - Throws: ``APNSHTTP2TransportError`` (or `CancellationError` when the task is cancelled).
-    func execute(headers: HPACKHeaders, body: ByteBuffer?, deadline: NIODeadline) async throws -> APNSHTTP2Response {
+    package func execute(headers: HPACKHeaders, body: ByteBuffer?, deadline: NIODeadline) async throws -> APNSHTTP2Response {
         let turn = self.turn.wrappingAdd(1, ordering: .relaxed).oldValue
         let slot = self.slots[Int(UInt(bitPattern: turn) % UInt(self.slots.count))]
         let request = APNSHTTP2PendingRequest(headers: headers, body: body, deadline: deadline)
@@ -166,7 +167,7 @@ final class APNSHTTP2Transport: Sendable {
     }
 
     /// Fails waiting requests, closes every connection and waits until they are closed.
-    func shutdown() async {
+    package func shutdown() async {
         for slot in self.slots {
             await slot.shutdown()
         }

@@ -1,3 +1,4 @@
+import APNS
 import APNSCore
 import AsyncHTTPClient
 import Foundation
@@ -9,8 +10,10 @@ import Synchronization
 
 /// Sends data messages to FCM over its HTTP v1 API.
 ///
-/// Requests go through AsyncHTTPClient, which negotiates HTTP/2 by ALPN (FCM offers it) and keeps
-/// its connections for the next messages. Each carries an OAuth 2 access token from an
+/// Messages go over two HTTP/2 connections that stay open (FCM speaks HTTP/2), many
+/// streams on each, through the frame-level transport the APNs client sends with
+/// (FCMClient+Transport.swift says why); the rare token exchanges go through AsyncHTTPClient.
+/// Each message carries an OAuth 2 access token from an
 /// ``FCMAccessTokenSource``; a `401 UNAUTHENTICATED` (the token expired or was revoked early)
 /// makes the client drop the token, obtain another and send once more. The client knows nothing
 /// of orders or workflows: it sends an ``FCMMessage`` and reports what FCM answered, classified
@@ -23,9 +26,12 @@ public final class FCMClient: Sendable {
     /// Where the access tokens come from.
     public let accessTokens: any FCMAccessTokenSource
     private let httpClient: HTTPClient
-    private let sendURL: String
-    private let logger: Logger
+    let logger: Logger
     private let shutDown = Atomic<Bool>(false)
+    /// Where messages go (FCMClient+Transport.swift).
+    let transport: APNSHTTP2Transport
+    /// `{base path}/v1/projects/{project}/messages:send`.
+    let sendPath: String
 
     /// Creates a client; checks the configuration at once.
     ///
@@ -67,8 +73,8 @@ public final class FCMClient: Sendable {
 
         self.configuration = configuration
         self.httpClient = httpClient
-        self.sendURL = configuration.sendURL
         self.logger = logger
+        (self.transport, self.sendPath) = try Self.makeTransport(configuration: configuration, eventLoopGroup: eventLoopGroup, logger: logger)
         self.accessTokens = accessTokens?(exchange) ?? FCMAccessTokenCache(
             refreshMargin: configuration.accessTokenRefreshMargin, currentTime: currentTime,
             fetch: { now, _ in try await exchange.exchange(at: now) })
@@ -77,6 +83,7 @@ public final class FCMClient: Sendable {
     /// Closes the connections. Sends after this fail with a transport error. A second call does nothing.
     public func shutdown() async throws {
         guard !self.shutDown.exchange(true, ordering: .relaxed) else { return }
+        await self.transport.shutdown()
         try await self.httpClient.shutdown()
     }
 
@@ -91,18 +98,19 @@ public final class FCMClient: Sendable {
     @discardableResult
     public func send(_ message: FCMMessage) async throws -> FCMSendResult {
         try message.validate()
-        let body = message.body.serialized
-        let redactedToken = APNSTokenRedaction.redacted(message.token)
-        var logger = self.logger
-        logger[metadataKey: "fcm.token"] = "\(redactedToken)"
-
+        let body = ByteBuffer(bytes: message.encodedBody())
         var token = try await self.accessTokens.accessToken()
         var refreshed = false
         while true {
-            let (status, headers, answer) = try await self.post(body, accessToken: token, redactedToken: redactedToken)
+            let (status, headers, answer) = try await self.post(body, accessToken: token, registrationToken: message.token)
             if status == 200 {
                 return FCMSendResult(name: answer?["name"]?.stringValue ?? "")
             }
+            // The redacted token and the logger's metadata cost string building: made only for
+            // a refusal, not on every accepted message.
+            let redactedToken = APNSTokenRedaction.redacted(message.token)
+            var logger = self.logger
+            logger[metadataKey: "fcm.token"] = "\(redactedToken)"
             let failure = Self.failure(status: status, retryAfter: headers.first(name: "retry-after"), body: answer, redactedToken: redactedToken)
             // An expired or revoked access token: another one, once. THIRD_PARTY_AUTH_ERROR is
             // also a 401, but about the project's APNs or web credentials, which no token mends.
@@ -121,23 +129,6 @@ public final class FCMClient: Sendable {
             default: logger.debug("FCM refused the message", metadata: metadata)
             }
             throw failure
-        }
-    }
-
-    private func post(_ body: [UInt8], accessToken: FCMAccessToken, redactedToken: String) async throws -> (Int, HTTPHeaders, JSONValue?) {
-        var request = HTTPClientRequest(url: self.sendURL)
-        request.method = .POST
-        request.headers.add(name: "authorization", value: "Bearer " + accessToken.value)
-        request.headers.add(name: "content-type", value: "application/json; charset=UTF-8")
-        request.body = .bytes(ByteBuffer(bytes: body))
-        do {
-            let response = try await self.httpClient.execute(request, deadline: .now() + TimeAmount(self.configuration.timeouts.request))
-            let bytes = try await response.body.collect(upTo: 256 * 1024)
-            return (Int(response.status.code), response.headers, try? JSONValue(parsing: bytes.readableBytesView))
-        } catch {
-            if Task.isCancelled { throw CancellationError() }
-            self.logger.debug("FCM unreachable", metadata: ["fcm.token": "\(redactedToken)", "fcm.error": "\(error)"])
-            throw FCMTransportError(underlying: error, redactedToken: redactedToken)
         }
     }
 

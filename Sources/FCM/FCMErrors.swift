@@ -109,7 +109,7 @@ public struct FCMError: FCMSendFailure, Hashable {
 /// The request never got an answer from FCM (connection refused, timeout, TLS failure): retry
 /// with backoff.
 public struct FCMTransportError: FCMSendFailure {
-    /// The error AsyncHTTPClient, SwiftNIO or NIOSSL reported.
+    /// The error the HTTP/2 transport, SwiftNIO or NIOSSL reported.
     public let underlying: any Error
     /// The registration token as it may be shown.
     public let redactedToken: String

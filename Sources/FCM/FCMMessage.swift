@@ -61,6 +61,39 @@ public struct FCMMessage: Sendable, Hashable {
         ])])
     }
 
+    /// ``body`` as bytes, written directly rather than built as a ``JSONValue`` tree first (the
+    /// same bytes as `body.serialized`: keys sorted): every message sent is encoded once.
+    func encodedBody() -> [UInt8] {
+        let quote = UInt8(ascii: "\""), comma = UInt8(ascii: ",")
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(96 + self.token.utf8.count + self.dataSize + 4 * self.data.count + (self.collapseKey?.utf8.count ?? 0))
+        bytes.append(contentsOf: #"{"message":{"android":{"#.utf8)
+        if let collapseKey {
+            bytes.append(contentsOf: #""collapse_key":"#.utf8)
+            JSONValue.writeString(collapseKey, into: &bytes)
+            bytes.append(comma)
+        }
+        bytes.append(contentsOf: #""priority":""#.utf8)
+        bytes.append(contentsOf: self.priority.rawValue.utf8)
+        bytes.append(quote)
+        if let timeToLive {
+            bytes.append(contentsOf: #","ttl":""#.utf8)
+            bytes.append(contentsOf: String(max(0, timeToLive)).utf8)
+            bytes.append(contentsOf: #"s""#.utf8)
+        }
+        bytes.append(contentsOf: #"},"data":{"#.utf8)
+        for (index, member) in self.data.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }).enumerated() {
+            if index > 0 { bytes.append(comma) }
+            JSONValue.writeString(member.key, into: &bytes)
+            bytes.append(UInt8(ascii: ":"))
+            JSONValue.writeString(member.value, into: &bytes)
+        }
+        bytes.append(contentsOf: #"},"token":"#.utf8)
+        JSONValue.writeString(self.token, into: &bytes)
+        bytes.append(contentsOf: "}}".utf8)
+        return bytes
+    }
+
     /// Checks what FCM would refuse, before sending.
     ///
     /// - Throws: ``FCMMessageError``: a token that cannot be one, data over 4096 bytes, a reserved
@@ -77,7 +110,8 @@ public struct FCMMessage: Sendable, Hashable {
                 message: "The registration token \(APNSTokenRedaction.redacted(self.token)) (\(self.token.utf8.count) characters) has characters "
                     + "no FCM token has; it can never be delivered: drop it and check how the app reports its token.")
         }
-        if let key = self.data.keys.sorted().first(where: Self.isReserved) {
+        // The first reserved key in order, named in the error; sorted only when there is one.
+        if self.data.keys.contains(where: Self.isReserved), let key = self.data.keys.sorted().first(where: Self.isReserved) {
             throw FCMMessageError(
                 code: .reservedKey,
                 message: "The data key '\(key.prefix(64))' is \(key.isEmpty ? "empty" : "reserved by FCM (from, message_type, and keys starting with google or gcm)"); rename it.")

@@ -10,12 +10,13 @@ import Synchronization
 import WorkflowKit
 
 /// Peak pushes/s of our APNs client against the local stand-in, side by side in one run with
-/// Python's aioapns sending the same payload to the same endpoint; and how fast one worker drains
-/// a queue of pre-enqueued transitions.
+/// Python's aioapns sending the same payload to the same endpoint; the same for our FCM client
+/// and pyfcm on the local FCM stand-in; and how fast one worker drains a queue of pre-enqueued
+/// transitions.
 struct DeliveryBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "delivery",
-        abstract: "Pushes/s: our APNSClient vs aioapns on the local APNs stand-in; worker drain rate.",
+        abstract: "Pushes/s: our APNSClient vs aioapns, our FCMClient vs pyfcm, on local stand-ins; worker drain rate.",
         discussion: """
             1. worker drain (unless --worker-orders 0): N orders, each followed by a device with an \
             activity token and advanced once while no worker runs; then one worker (in process, \
@@ -27,21 +28,36 @@ struct DeliveryBenchmark: AsyncParsableCommand {
             --pushes times with --concurrency requests in flight, by our APNSClient, then by \
             aioapns (Python, one process, pip install aioapns), then by ours again; all to the same \
             stand-in (TLS, HTTP/2, ES256 provider tokens verified on every request).
+            3. FCM senders (unless --fcm-messages 0): a food-order Live Update data message rendered \
+            from the shipped workflow, sent --fcm-messages times to 1000 registration tokens by our \
+            FCMClient (--concurrency in flight), then by pyfcm (Python, pip install pyfcm; \
+            --fcm-peer-threads threads), then by ours again; all to the same LocalFCM stand-in (TLS, \
+            OAuth token endpoint, v1 message checks), which counts what it accepts from each side: \
+            a side whose count differs from what it sent fails the run. A sample of 10 messages \
+            from each side is first compared with the rendered one.
 
             Example: swift run -c release orderflow-bench delivery --pushes 20000 --concurrency 200
+            FCM only: orderflow-bench delivery --worker-orders 0 --pushes 0 --python /tmp/aiovenv/bin/python
             """)
 
-    @Option(help: "Pushes each sender sends (after a warm-up of 1000).") var pushes = 20_000
+    @Option(help: "Pushes each APNs sender sends (after a warm-up of 1000); 0 skips the APNs senders.") var pushes = 20_000
     @Option(help: "Requests in flight at once, for both senders.") var concurrency = 200
     @Option(help: "HTTP/2 connections our client opens (APNSClientConfiguration.connections).") var connections = 2
     @Option(help: "Orders queued for the worker drain measurement (0 to skip it).") var workerOrders = 10_000
     @Option(help: "Seconds of each pgbench turn of the raw limit, before and after the drain (0: no raw limit).") var rawSeconds = 5
-    @Option(help: "The Python interpreter with aioapns installed.") var python = "python3"
+    @Option(help: "FCM messages each FCM sender sends (after a warm-up of 1000); 0 skips the FCM senders.") var fcmMessages = 20_000
+    @Option(help: "pyfcm's concurrency: threads (or messages a batch with --fcm-peer-mode async).") var fcmPeerThreads = 16
+    @Option(help: "How pyfcm sends: threads (notify per thread, keep-alive sessions) or async (async_notify_multiple_devices).")
+    var fcmPeerMode = "threads"
+    @Option(help: "The Python interpreter with aioapns and pyfcm installed (scripts/bench-python-peers makes one).") var python = "python3"
     @Option(help: "PostgreSQL server URL (default: ORDERFLOW_DATABASE_URL, else a private cluster in .orderflow/).")
     var database: String?
 
     func run() async throws {
-        guard pushes > 0, concurrency > 0 else { throw BenchError("--pushes and --concurrency must be positive") }
+        guard pushes >= 0, fcmMessages >= 0, concurrency > 0, fcmPeerThreads > 0 else {
+            throw BenchError("--pushes and --fcm-messages must be 0 or more, --concurrency and --fcm-peer-threads positive")
+        }
+        guard ["threads", "async"].contains(fcmPeerMode) else { throw BenchError("--fcm-peer-mode is threads or async") }
         guard rawSeconds >= 0 else { throw BenchError("--raw-seconds must be 0 or more") }
         var logger = Logger(label: "orderflow.bench")
         logger.logLevel = .warning
@@ -51,13 +67,18 @@ struct DeliveryBenchmark: AsyncParsableCommand {
             payload = try await measureWorker(logger: logger) ?? payload
         }
 
-        let apns = try await BenchAPNS.start(recordsPushes: false)
-        do {
-            try await compareSenders(apns: apns, payload: payload, logger: logger)
-            try? await apns.server.stop()
-        } catch {
-            try? await apns.server.stop()
-            throw error
+        if pushes > 0 {
+            let apns = try await BenchAPNS.start(recordsPushes: false)
+            do {
+                try await compareSenders(apns: apns, payload: payload, logger: logger)
+                try? await apns.server.stop()
+            } catch {
+                try? await apns.server.stop()
+                throw error
+            }
+        }
+        if fcmMessages > 0 {
+            try await compareFCMSenders(logger: logger)
         }
     }
 

@@ -132,4 +132,18 @@ struct FCMMessageFormatTests {
             #expect(fixture.server.acceptedCount == 0)
         }
     }
+
+    @Test("the bytes sent are the message's body, whatever its options and characters")
+    func encodedBodyIsTheBody() throws {
+        let data = ["title": "Anna's \"fast\" order\n", "text": "Ünïcode ✓ \u{1}", "z": "", "a-key": "\\"]
+        let messages = [
+            FCMMessage(token: LocalFCMServer.registrationToken(1), data: data),
+            FCMMessage(token: LocalFCMServer.registrationToken(2), data: data, priority: .high, collapseKey: "order:\"A\"", timeToLive: 600),
+            FCMMessage(token: LocalFCMServer.registrationToken(3), data: [:], timeToLive: -5),
+        ]
+        for message in messages {
+            #expect(message.encodedBody() == message.body.serialized, "\(message.body.jsonString)")
+            #expect(try JSONValue(parsing: message.encodedBody()) == message.body)
+        }
+    }
 }
