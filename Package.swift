@@ -134,6 +134,8 @@ let package = Package(
                 "WorkflowKit",
                 "APNS",
                 "APNSCore",
+                // The worker's Android side: FCM HTTP v1 through the merchants' service accounts.
+                "FCM",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -320,6 +322,8 @@ let package = Package(
             name: "OrderFlowTests",
             dependencies: [
                 "OrderFlow", "OrderFlowTesting", "LocalAPNS", "PGKit", "LocalPostgres", "APNS", "PostgresTesting", "WorkflowKit", "TestTags",
+                // The worker's Android delivery, against the FCM stand-in (Tests/OrderFlowTests/Android).
+                "FCM", "LocalFCM",
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -34,7 +34,14 @@ struct ActivityMerge {
         var acceptsFollowers = true
     }
 
+    /// The follower's APNs pushes and, for an Android phone, its FCM message (``planAndroid``).
     func plan(order: OutboxOrder, workflow: Workflow, activity: OutboxActivity, broadcast: Broadcast? = nil) -> ActivityPlan {
+        var plan = planAPNs(order: order, workflow: workflow, activity: activity, broadcast: broadcast)
+        planAndroid(order: order, workflow: workflow, activity: activity, into: &plan)
+        return plan
+    }
+
+    private func planAPNs(order: OutboxOrder, workflow: Workflow, activity: OutboxActivity, broadcast: Broadcast?) -> ActivityPlan {
         var state = ActivityState(activity)
         var plan = ActivityPlan(
             merchantID: order.merchantID, orderID: order.orderID, device: activity.device,
