@@ -423,7 +423,7 @@ struct DatabaseCommandTests {
         let lines = show.stdout.components(separatedBy: "\n")
         let ready = try #require(lines.firstIndex { $0.contains("in_progress → ready") }, "\(show)")
         let pushes = lines[(ready + 1)...].prefix { $0.hasPrefix("    ↳ ") }
-        #expect(pushes.contains { $0.contains("alice-iphone  update  p10  activity …cafef00d  sent 200  \"Order 1042 is ready\"") },
+        #expect(pushes.contains { $0.contains("alice-iphone  ios  update  p10  activity …cafef00d  sent 200  \"Order 1042 is ready\"") },
                 "\(show)")
         #expect(pushes.contains { $0.contains("dead 500 InternalServerError") }, "\(show)")
         #expect(pushes.contains { $0.contains("2 transitions merged") })
