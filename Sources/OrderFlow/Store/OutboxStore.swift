@@ -148,8 +148,10 @@ struct OutboxStore: Sendable {
                              WHERE f.merchant_id = o.merchant_id AND f.order_id = o.order_id),
                             '[]'::json) AS activities,
                    COALESCE((SELECT json_agg(json_build_object('seq', h.seq, 'occurredAt', extract(epoch FROM h.occurred_at),
-                                                               'rendered', h.rendered) ORDER BY h.seq)
-                             FROM (SELECT t.seq, t.occurred_at, t.rendered
+                                                               'rendered', h.rendered,
+                                                               -- The newest one's input, for the Android message's templates.
+                                                               'input', CASE WHEN h.seq = o.seq THEN h.input END) ORDER BY h.seq)
+                             FROM (SELECT t.seq, t.occurred_at, t.rendered, t.input
                                    FROM order_transitions t
                                    WHERE t.merchant_id = o.merchant_id AND t.order_id = o.order_id
                                      AND t.seq > LEAST(o.seq - 1, (

@@ -74,11 +74,9 @@ extension ActivityMerge {
             relevanceScore: stored.relevanceScore, priority: priority, dismissal: Self.dismissal(of: stored),
             timestamp: Date(timeIntervalSince1970: TimeInterval(stored.timestamp)))
         do {
-            // The transition's input is not kept with its rendering: `android:` templates see
-            // the attributes and the content, which is what the Live Activity shows too.
             let rendered = try workflow.renderAndroid(
                 update, from: previous?.rendered.state, order: order.orderID, attributes: order.attributes,
-                input: .object([:]), previous: previous?.rendered.content)
+                input: newest.input ?? .object([:]), previous: previous?.rendered.content)
             planned.message = FCMMessage(
                 token: token, data: rendered.data, priority: rendered.priority == .high ? .high : .normal,
                 collapseKey: rendered.collapseKey, timeToLive: rendered.ttl.seconds)

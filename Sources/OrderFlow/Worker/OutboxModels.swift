@@ -74,6 +74,9 @@ struct OutboxTransition: Sendable, Hashable {
     /// Commit time, epoch seconds with fractions: the base of the end-to-end latency.
     var occurredAt: Double
     var rendered: StoredRendering
+    /// The transition's validated input; read for the order's newest transition only (the
+    /// `android:` templates of the state it entered may use it).
+    var input: JSONValue? = nil
 }
 
 extension OutboxTransition {
@@ -82,7 +85,8 @@ extension OutboxTransition {
         guard let seq = json["seq"]?.intValue, let occurredAt = json["occurredAt"]?.doubleValue, let rendered = json["rendered"] else {
             throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "a pending transition lacks its seq, occurredAt or rendering"))
         }
-        self.init(seq: seq, occurredAt: occurredAt, rendered: try StoredRendering(json: rendered))
+        let input = json["input"].flatMap { $0.isNull ? nil : $0 }
+        self.init(seq: seq, occurredAt: occurredAt, rendered: try StoredRendering(json: rendered), input: input)
     }
 
     /// The store's JSON array of pending transitions (see `OutboxStore.load`), parsed once by
