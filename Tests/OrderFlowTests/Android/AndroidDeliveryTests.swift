@@ -86,9 +86,10 @@ struct AndroidDeliveryTests {
                                         message: "Invalid value at 'message.android.ttl'", errorCode: "INVALID_ARGUMENT"),
                           token: token)
         try await a.androidOrder("o4", token: token)
-        let running = a.start(a.configuration())
         _ = try await a.engine.advance("o4", to: "accept")
+        let running = a.start(a.configuration())
         try await eventually("the dead letter is recorded") { try await a.deliveries("o4").contains("android fcm update dead") }
+        try await Task.sleep(for: .milliseconds(300))
         try await running.stop()
         #expect(try await a.deliveries("o4") == ["android fcm update dead"], "never retried as it is")
         let reason = try #require(try await a.reasons("o4").first)
@@ -96,6 +97,38 @@ struct AndroidDeliveryTests {
         let valid = try await a.pool.query(PostgresQuery(
             "SELECT fcm_token_invalid_at IS NULL AS valid FROM devices WHERE device_id = 'pixel-o4'")).single()
         #expect(try valid.decode("valid", as: Bool.self), "the token itself is fine")
+        await a.shutdown()
+    }
+
+    @Test func anAndroidDeadLetterIsSentAgainOnRetry() async throws {
+        let a = try await AndroidDeliveryHarness.make()
+        let token = LocalFCMServer.registrationToken(10)
+        a.fcm.injectFault(LocalFCMFault(status: 400, canonicalStatus: "INVALID_ARGUMENT", message: "Request contains an invalid argument.",
+                                        errorCode: "INVALID_ARGUMENT"), token: token, count: 1)
+        try await a.androidOrder("r1", token: token)
+        let running = a.start(a.configuration())
+        try await eventually("the dead letter") { try await a.deliveries("r1") == ["android fcm update dead"] }
+        let id = try await a.pool.query(PostgresQuery("SELECT id FROM deliveries WHERE order_id = 'r1'")).single().decode("id", as: Int64.self)
+        try await a.engine.retryDelivery(id: id)
+        try await eventually("sent again once the cause is gone") { !a.messages(token).isEmpty }
+        try await running.stop()
+        #expect(try await a.deliveries("r1") == ["android fcm update dead", "android fcm update sent"])
+        await a.shutdown()
+    }
+
+    @Test func aMerchantWithoutAFirebaseProjectGetsADeadLetterSayingSo() async throws {
+        let a = try await AndroidDeliveryHarness.make(merchants: [])
+        let token = LocalFCMServer.registrationToken(13)
+        let iphone = EngineFixture.token(131)
+        try await a.androidOrder("n1", token: token)
+        try await a.engine.registerActivityToken(orderID: "n1", deviceID: "iphone-n1", token: iphone)
+        let running = a.start(a.configuration())
+        _ = try await a.engine.advance("n1", to: "accept")
+        try await eventually("the iPhone got the update") { a.h.pushes(iphone).contains { $0.event == "update" } }
+        try await eventually("the Android message is recorded") { try await a.deliveries("n1").contains("android fcm update dead") }
+        try await running.stop()
+        #expect(a.fcm.messages().isEmpty && a.fcm.tokenRequestCount == 0)
+        #expect(try await a.reasons("n1").contains { $0.contains("no Firebase project") && $0.contains("merchant set-fcm") })
         await a.shutdown()
     }
 
