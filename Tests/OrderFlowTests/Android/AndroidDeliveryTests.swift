@@ -3,6 +3,7 @@ import LocalFCM
 @testable import OrderFlow
 import OrderFlowTesting
 import PGKit
+import Prometheus
 import Testing
 import WorkflowKit
 
@@ -44,7 +45,8 @@ struct AndroidDeliveryTests {
         let activityToken = EngineFixture.token(21)
         try await a.androidOrder("o2", token: token)
         try await a.engine.registerActivityToken(orderID: "o2", deviceID: "iphone", token: activityToken)
-        let running = a.start(a.configuration())
+        let registry = PrometheusCollectorRegistry()
+        let running = a.start(a.configuration(), metrics: PrometheusMetricsFactory(registry: registry))
         _ = try await a.engine.advance("o2", to: "accept")
         try await eventually("both platforms got the accept") {
             a.messages(token).contains { $0.data["state"] == "in_progress" }
@@ -56,6 +58,13 @@ struct AndroidDeliveryTests {
         #expect(android.priority == (iphone.priority == 10 ? "HIGH" : "NORMAL"), "HIGH only where the iPhone gets priority 10")
         let rows = try await a.deliveries("o2")
         #expect(rows.contains("android fcm update sent") && rows.contains("ios activity update sent"))
+        // The push metrics keep their names, a series per platform.
+        let text = MerchantAppsTests.scrape(registry)
+        for platform in ["ios", "android"] {
+            let series = #"orderflow_pushes_total{merchant="default",platform="\#(platform)",outcome="sent"}"#
+            #expect(text.contains(series), "no \(series) in:\n\(text)")
+            #expect(text.contains(#"orderflow_push_latency_seconds_count{merchant="default",platform="\#(platform)"}"#))
+        }
         await a.shutdown()
     }
 
