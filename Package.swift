@@ -143,6 +143,7 @@ let package = Package(
                 "WorkflowKit",
                 "APNS",
                 "APNSCore",
+                // The worker's Android side: FCM HTTP v1 through the merchants' service accounts.
                 "FCM",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -333,7 +334,9 @@ let package = Package(
         .testTarget(
             name: "OrderFlowTests",
             dependencies: [
-                "OrderFlow", "OrderFlowTesting", "LocalAPNS", "LocalFCM", "PGKit", "LocalPostgres", "APNS", "PostgresTesting", "WorkflowKit", "TestTags",
+                "OrderFlow", "OrderFlowTesting", "LocalAPNS", "PGKit", "LocalPostgres", "APNS", "PostgresTesting", "WorkflowKit", "TestTags",
+                // The worker's Android delivery, against the FCM stand-in (Tests/OrderFlowTests/Android).
+                "FCM", "LocalFCM",
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),

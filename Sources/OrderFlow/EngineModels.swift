@@ -165,7 +165,7 @@ public enum DeliveryOutcome: String, Sendable, Hashable, Codable, CaseIterable, 
     }
 }
 
-/// One push attempt and its APNs outcome.
+/// One push attempt and its outcome: through APNs to an iPhone, or through FCM to an Android phone.
 public struct DeliveryRecord: Sendable, Hashable, Codable {
     public var id: Int64
     public var orderID: String
@@ -186,6 +186,8 @@ public struct DeliveryRecord: Sendable, Hashable, Codable {
     public var attemptedAt: Date
     public var latencyMilliseconds: Double?
     public var retriedAt: Date?
+    /// `ios` (through APNs) or `android` (an FCM data message).
+    public var platform: String = "ios"
 }
 
 public struct OrderHistory: Sendable, Hashable, Codable {
@@ -300,5 +302,6 @@ extension DeliveryRecord {
         attemptedAt = try row.decode("attempted_at")
         latencyMilliseconds = try row.decode("latency_ms", as: Double?.self)
         retriedAt = try row.decode("retried_at", as: Date?.self)
+        platform = try row.decode("platform")
     }
 }

@@ -464,7 +464,8 @@ struct OrderFlowAPI: APIProtocol {
         .init(id: delivery.id, orderId: delivery.orderID, device: delivery.deviceID, seq: delivery.seq, merged: delivery.merged,
               event: delivery.event, tokenKind: delivery.tokenKind, tokenSuffix: delivery.tokenSuffix, priority: delivery.priority,
               apsTimestamp: delivery.apsTimestamp, status: delivery.status, reason: delivery.reason,
-              outcome: .init(rawValue: delivery.outcome.rawValue) ?? .dead, attemptedAt: delivery.attemptedAt)
+              outcome: .init(rawValue: delivery.outcome.rawValue) ?? .dead, attemptedAt: delivery.attemptedAt,
+              platform: .init(rawValue: delivery.platform) ?? .ios)
     }
 
     /// The last eight characters of a stored token: never the whole credential.

@@ -35,6 +35,32 @@ public struct RenderedActivityUpdate: Sendable, Hashable {
     /// The transition time; the payload's `timestamp`.
     public var timestamp: Date
 
+    /// An update as rendered earlier and stored, for a sender that renders it again for
+    /// another platform (``Workflow/renderAndroid(_:from:order:attributes:input:previous:)``).
+    ///
+    /// - Parameters:
+    ///   - event: `start`, `update` or `end`.
+    ///   - state: the state after the transition.
+    ///   - contentState: the ContentState, app shape.
+    ///   - alert: the alert, if any.
+    ///   - staleDate: when the content is stale.
+    ///   - relevanceScore: the relevance score.
+    ///   - priority: 5 or 10.
+    ///   - dismissal: how an `end` is dismissed.
+    ///   - timestamp: the transition time.
+    public init(event: ActivityEvent, state: String, contentState: JSONValue, alert: ActivityAlert?, staleDate: Date?,
+                relevanceScore: Double?, priority: Int, dismissal: Dismissal?, timestamp: Date) {
+        self.event = event
+        self.state = state
+        self.contentState = contentState
+        self.alert = alert
+        self.staleDate = staleDate
+        self.relevanceScore = relevanceScore
+        self.priority = priority
+        self.dismissal = dismissal
+        self.timestamp = timestamp
+    }
+
     /// `dismissal-date` for an `end` update.
     public var dismissalDate: Date? {
         guard event == .end else { return nil }

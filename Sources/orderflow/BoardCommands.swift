@@ -155,10 +155,12 @@ struct ShowOrder: AsyncParsableCommand {
         return lines
     }
 
-    /// `alice-iphone  update  p10  sent 200` (+ reason, + merged count; for an ordinary alert
-    /// notification, that it stood in for a Live Activity).
+    /// `alice-iphone  ios  update  p10  activity …cafef00d  sent 200` (+ reason, + merged count;
+    /// for an ordinary alert notification, that it stood in for a Live Activity), and for an
+    /// Android phone `anna-pixel  android  update  p10  fcm …9-qZXk3_  sent 200`.
     static func deliveryLine(_ delivery: DeliveryRecord, _ terminal: Terminal) -> String {
-        var text = "\(Formatting.escaped(delivery.deviceID))  \(Formatting.escaped(delivery.event))  p\(delivery.priority)  "
+        var text = "\(Formatting.escaped(delivery.deviceID))  \(Formatting.escaped(delivery.platform))  "
+            + "\(Formatting.escaped(delivery.event))  p\(delivery.priority)  "
             + "\(Formatting.escaped(delivery.tokenKind)) \(Formatting.tokenSuffix(delivery.tokenSuffix))  "
         text += DeliveriesCommand.outcome(delivery, terminal)
         if let title = delivery.alertTitle { text += "  \"\(Formatting.escaped(title))\"" }

@@ -40,6 +40,12 @@ struct WorkerCommand: AsyncParsableCommand {
                 master key in ORDERFLOW_SECRET_KEY or ORDERFLOW_SECRET_KEY_FILE. Each app's \
                 provider token is kept in the database and shared by every worker.
 
+                Android followers get FCM data messages through their merchant's Firebase \
+                project (`orderflow merchant set-fcm`, opened with the same master key); its \
+                access token is shared by every worker too. Only for a stand-in:
+                  --fcm-url URL         ORDERFLOW_FCM_URL       another endpoint than FCM's
+                  --fcm-ca FILE         ORDERFLOW_FCM_CA        its CA certificate (PEM)
+
                 Keep the .p8 key readable by the worker's user alone (chmod 600): the worker \
                 warns once at start, on stderr, when other users can read it. Push tokens \
                 appear in its log only as their last 8 characters, the key and its provider \

@@ -259,7 +259,7 @@ struct OrderStore: Sendable {
     func deliveries(orderID: String) async throws -> [DeliveryRecord] {
         try await pool.query(PostgresQuery("""
             SELECT id, order_id, device_id, seq, merged, event, token_kind, token_suffix, priority, aps_timestamp,
-                   alert_title, apns_id, status, reason, outcome, attempted_at, latency_ms, retried_at
+                   alert_title, apns_id, status, reason, outcome, attempted_at, latency_ms, retried_at, platform
             FROM deliveries WHERE merchant_id = $1 AND order_id = $2 ORDER BY id
             """, merchantID, orderID)).map(DeliveryRecord.init(row:))
     }
@@ -268,7 +268,7 @@ struct OrderStore: Sendable {
     func recentDeliveries(failedOnly: Bool, limit: Int) async throws -> [DeliveryRecord] {
         try await pool.query(PostgresQuery("""
             SELECT id, order_id, device_id, seq, merged, event, token_kind, token_suffix, priority, aps_timestamp,
-                   alert_title, apns_id, status, reason, outcome, attempted_at, latency_ms, retried_at
+                   alert_title, apns_id, status, reason, outcome, attempted_at, latency_ms, retried_at, platform
             FROM deliveries
             WHERE merchant_id = $1 AND (NOT $2 OR (outcome = 'dead' AND retried_at IS NULL))
             ORDER BY attempted_at DESC, id DESC LIMIT $3

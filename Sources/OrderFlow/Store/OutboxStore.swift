@@ -133,7 +133,13 @@ struct OutboxStore: Sendable {
                                  'pushToStartTokens', (SELECT json_object_agg(p.attributes_type, p.token)
                                                        FROM push_to_start_tokens p
                                                        WHERE p.merchant_id = f.merchant_id AND p.device_id = f.device_id
-                                                         AND p.invalid_at IS NULL))
+                                                         AND p.invalid_at IS NULL),
+                                 'fcmToken', CASE WHEN d.fcm_token_invalid_at IS NULL THEN d.fcm_token END,
+                                 'fcmLastSeq', COALESCE(a.fcm_last_seq, 0),
+                                 'fcmLastPushedAt', extract(epoch FROM a.fcm_last_pushed_at),
+                                 'fcmNextAttemptAt', extract(epoch FROM a.fcm_next_attempt_at),
+                                 'fcmFailures', COALESCE(a.fcm_failures, 0),
+                                 'fcmEndedAt', extract(epoch FROM a.fcm_ended_at))
                                              ORDER BY f.device_id)
                              FROM order_followers f
                              LEFT JOIN activities a
@@ -142,8 +148,10 @@ struct OutboxStore: Sendable {
                              WHERE f.merchant_id = o.merchant_id AND f.order_id = o.order_id),
                             '[]'::json) AS activities,
                    COALESCE((SELECT json_agg(json_build_object('seq', h.seq, 'occurredAt', extract(epoch FROM h.occurred_at),
-                                                               'rendered', h.rendered) ORDER BY h.seq)
-                             FROM (SELECT t.seq, t.occurred_at, t.rendered
+                                                               'rendered', h.rendered,
+                                                               -- The newest one's input, for the Android message's templates.
+                                                               'input', CASE WHEN h.seq = o.seq THEN h.input END) ORDER BY h.seq)
+                             FROM (SELECT t.seq, t.occurred_at, t.rendered, t.input
                                    FROM order_transitions t
                                    WHERE t.merchant_id = o.merchant_id AND t.order_id = o.order_id
                                      AND t.seq > LEAST(o.seq - 1, (
@@ -206,6 +214,8 @@ struct OutboxStore: Sendable {
         var activities: [ActivityRow] = []
         var deadPushToStartTokens: [DeadToken] = []
         var deadAlertTokens: [DeadToken] = []
+        /// FCM registration tokens FCM declared gone (`devices.fcm_token_invalid_at`).
+        var deadFCMTokens: [DeadToken] = []
         /// Commands that were handled (deleted).
         var handledCommands: [CommandRow] = []
         /// Wake-ups for deferred activities (rate limit, backoff).
@@ -232,6 +242,9 @@ struct OutboxStore: Sendable {
                 "last_alert_seq": .int(state.lastAlertSeq), "last_timestamp": .int(state.lastTimestamp),
                 "last_pushed_at": .orNull(state.lastPushedAt), "next_attempt_at": .orNull(state.nextAttemptAt),
                 "failures": .int(state.failures),
+                "fcm_last_seq": .int(state.android.lastSeq), "fcm_last_pushed_at": .orNull(state.android.lastPushedAt),
+                "fcm_next_attempt_at": .orNull(state.android.nextAttemptAt), "fcm_failures": .int(state.android.failures),
+                "fcm_ended_at": .orNull(state.android.endedAt),
             ])
         }
     }
@@ -305,21 +318,23 @@ struct OutboxStore: Sendable {
             WITH delivered AS (
                 INSERT INTO deliveries (merchant_id, order_id, device_id, seq, merged, event, token_kind, token_suffix,
                                         priority, aps_timestamp, alert_title, apns_id, status, reason, outcome,
-                                        attempted_at, latency_ms)
+                                        attempted_at, latency_ms, platform)
                 SELECT r.merchant_id, r.order_id, r.device_id, r.seq, r.merged, r.event, r.token_kind, r.token_suffix,
                        r.priority, r.aps_timestamp, r.alert_title, r.apns_id, r.status, r.reason, r.outcome,
-                       to_timestamp(r.attempted_at), r.latency_ms
+                       to_timestamp(r.attempted_at), r.latency_ms, r.platform
                 FROM jsonb_to_recordset($2::jsonb) AS r(
                     merchant_id text, order_id text, device_id text, seq integer, merged integer, event text,
                     token_kind text, token_suffix text, priority smallint, aps_timestamp bigint, alert_title text,
                     apns_id uuid, status smallint, reason text, outcome text, attempted_at double precision,
-                    latency_ms double precision)
+                    latency_ms double precision, platform text)
             ), activity_rows AS (
                 SELECT r.* FROM unnest((SELECT $3::jsonb[])) AS e(row) CROSS JOIN LATERAL jsonb_to_record(e.row) AS r(
                     merchant_id text, order_id text, device_id text, row_exists boolean, seen_update_token text,
                     clear_update_token boolean, status text, started_at double precision, ended_at double precision,
                     last_seq integer, last_alert_seq integer, last_timestamp bigint, last_pushed_at double precision,
-                    next_attempt_at double precision, failures integer)
+                    next_attempt_at double precision, failures integer, fcm_last_seq integer,
+                    fcm_last_pushed_at double precision, fcm_next_attempt_at double precision, fcm_failures integer,
+                    fcm_ended_at double precision)
             ), updated AS (
                 UPDATE activities a SET
                     -- The customer dismissed it (the app said so while the push was out): it stays ended.
@@ -336,16 +351,25 @@ struct OutboxStore: Sendable {
                     last_timestamp = GREATEST(a.last_timestamp, r.last_timestamp),
                     last_pushed_at = GREATEST(a.last_pushed_at, to_timestamp(r.last_pushed_at)),
                     next_attempt_at = to_timestamp(r.next_attempt_at),
-                    failures = r.failures
+                    failures = r.failures,
+                    -- The Android side: forwards only, and an end once sent stays.
+                    fcm_last_seq = GREATEST(a.fcm_last_seq, r.fcm_last_seq),
+                    fcm_last_pushed_at = GREATEST(a.fcm_last_pushed_at, to_timestamp(r.fcm_last_pushed_at)),
+                    fcm_next_attempt_at = to_timestamp(r.fcm_next_attempt_at),
+                    fcm_failures = r.fcm_failures,
+                    fcm_ended_at = COALESCE(a.fcm_ended_at, to_timestamp(r.fcm_ended_at))
                 FROM activity_rows r
                 WHERE r.row_exists AND a.merchant_id = r.merchant_id AND a.order_id = r.order_id
                   AND a.device_id = r.device_id
             ), inserted AS (
                 INSERT INTO activities (merchant_id, order_id, device_id, status, started_at, ended_at, last_seq,
-                                        last_alert_seq, last_timestamp, last_pushed_at, next_attempt_at, failures)
+                                        last_alert_seq, last_timestamp, last_pushed_at, next_attempt_at, failures,
+                                        fcm_last_seq, fcm_last_pushed_at, fcm_next_attempt_at, fcm_failures, fcm_ended_at)
                 SELECT r.merchant_id, r.order_id, r.device_id, r.status, to_timestamp(r.started_at),
                        to_timestamp(r.ended_at), r.last_seq, r.last_alert_seq, r.last_timestamp,
-                       to_timestamp(r.last_pushed_at), to_timestamp(r.next_attempt_at), r.failures
+                       to_timestamp(r.last_pushed_at), to_timestamp(r.next_attempt_at), r.failures,
+                       r.fcm_last_seq, to_timestamp(r.fcm_last_pushed_at), to_timestamp(r.fcm_next_attempt_at),
+                       r.fcm_failures, to_timestamp(r.fcm_ended_at)
                 FROM activity_rows r
                 WHERE NOT r.row_exists
                 ON CONFLICT (merchant_id, order_id, device_id) DO NOTHING
@@ -360,6 +384,12 @@ struct OutboxStore: Sendable {
                 FROM unnest((SELECT $5::jsonb[])) AS e(row)
                 CROSS JOIN LATERAL jsonb_to_record(e.row) AS r(merchant_id text, device_id text, token text)
                 WHERE d.merchant_id = r.merchant_id AND d.device_id = r.device_id AND d.alert_token = r.token
+            ), dead_fcm AS (
+                -- Only the token FCM refused: one the app registered meanwhile stays usable.
+                UPDATE devices d SET fcm_token_invalid_at = now()
+                FROM unnest((SELECT $9::jsonb[])) AS e(row)
+                CROSS JOIN LATERAL jsonb_to_record(e.row) AS r(merchant_id text, device_id text, token text)
+                WHERE d.merchant_id = r.merchant_id AND d.device_id = r.device_id AND d.fcm_token = r.token
             ), handled AS (
                 DELETE FROM activity_commands c
                 USING unnest((SELECT $6::jsonb[])) AS e(row)
@@ -388,7 +418,8 @@ struct OutboxStore: Sendable {
                 FOR NO KEY UPDATE OF l)
             """, workerID, json(completion.deliveries), keyed(completion.activities),
             keyed(completion.deadPushToStartTokens), keyed(completion.deadAlertTokens),
-            keyed(completion.handledCommands), json(completion.deferrals), keyed(completion.released)))
+            keyed(completion.handledCommands), json(completion.deferrals), keyed(completion.released),
+            keyed(completion.deadFCMTokens)))
     }
 
     // MARK: Housekeeping
@@ -437,7 +468,7 @@ extension DeliveryRow: CompletionRow {
             "merged": .int(merged), "event": .string(event), "token_kind": .string(tokenKind), "token_suffix": .string(tokenSuffix),
             "priority": .int(priority), "aps_timestamp": .orNull(apsTimestamp), "alert_title": .orNull(alertTitle),
             "apns_id": .orNull(apnsId), "status": .orNull(status), "reason": .orNull(reason), "outcome": .string(outcome.rawValue),
-            "attempted_at": .double(attemptedAt), "latency_ms": .orNull(latencyMs),
+            "attempted_at": .double(attemptedAt), "latency_ms": .orNull(latencyMs), "platform": .string(platform.rawValue),
         ])
     }
 }

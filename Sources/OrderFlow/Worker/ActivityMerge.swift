@@ -20,7 +20,11 @@ import WorkflowKit
 ///   final, only the final transition's own alert (an older one would arrive after the end);
 ///   an activity the customer dismissed or that ended (`ended`, `gone`) gets nothing;
 /// - at most one push per ``WorkerConfiguration/minimumPushInterval``, none before a backoff
-///   ends: the activity is deferred and later transitions merge into the deferred push.
+///   ends: the activity is deferred and later transitions merge into the deferred push;
+/// - a follower with a usable FCM token (an Android phone) also gets one FCM data message of the
+///   same merge (``planAndroid(order:workflow:activity:into:)``). A device row holds whatever
+///   tokens its app registered, and each is served: APNs tokens by the rules above, the FCM
+///   token by its own progress (`activities.fcm_*`), so neither side waits for the other.
 struct ActivityMerge {
     let configuration: WorkerConfiguration
     /// Epoch seconds.
@@ -34,7 +38,14 @@ struct ActivityMerge {
         var acceptsFollowers = true
     }
 
+    /// The follower's APNs pushes and, for an Android phone, its FCM message (``planAndroid``).
     func plan(order: OutboxOrder, workflow: Workflow, activity: OutboxActivity, broadcast: Broadcast? = nil) -> ActivityPlan {
+        var plan = planAPNs(order: order, workflow: workflow, activity: activity, broadcast: broadcast)
+        planAndroid(order: order, workflow: workflow, activity: activity, into: &plan)
+        return plan
+    }
+
+    private func planAPNs(order: OutboxOrder, workflow: Workflow, activity: OutboxActivity, broadcast: Broadcast?) -> ActivityPlan {
         var state = ActivityState(activity)
         var plan = ActivityPlan(
             merchantID: order.merchantID, orderID: order.orderID, device: activity.device,

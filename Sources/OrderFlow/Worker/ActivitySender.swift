@@ -8,8 +8,8 @@ import Synchronization
 /// attempts themselves are recorded by the caller.
 final class ActivitySender: Sendable {
     private let configuration: WorkerConfiguration
-    private let router: MerchantRouter
-    private let gate: SendGate
+    let router: MerchantRouter
+    let gate: SendGate
     private let stopping: StopLatch
 
     init(configuration: WorkerConfiguration, router: MerchantRouter, gate: SendGate, stopping: StopLatch) {
@@ -19,14 +19,23 @@ final class ActivitySender: Sendable {
         self.stopping = stopping
     }
 
+    /// What a batch's sends came to, per plan: the APNs pushes' attempts, and the Android
+    /// message's (nil where none was planned).
+    struct Attempts: Sendable {
+        var apns: [[PushAttempt]]
+        var android: [AndroidAttempt?]
+    }
+
     /// Sends every plan's pushes: activities concurrently (bounded), each activity's pushes in
-    /// order, stopping at its first failure. At graceful shutdown, sends not yet started are
-    /// skipped and those in flight get the grace period. Returns the attempts per plan.
-    func send(_ plans: [ActivityPlan], lease: BatchLease) async -> [[PushAttempt]] {
+    /// order, stopping at its first failure, then its Android message whatever became of them.
+    /// At graceful shutdown, sends not yet started are skipped and those in flight get the
+    /// grace period. Returns the attempts per plan.
+    func send(_ plans: [ActivityPlan], lease: BatchLease) async -> Attempts {
         let results = AttemptLog(count: plans.count)
-        let indices = plans.indices.filter { !plans[$0].pushes.isEmpty }
+        let indices = plans.indices.filter { !plans[$0].pushes.isEmpty || plans[$0].android != nil }
         guard !indices.isEmpty else { return results.attempts }
-        let routes = await router.routes(for: Set(indices.map { plans[$0].merchantID }))
+        let routes = await router.routes(for: Set(indices.filter { !plans[$0].pushes.isEmpty }.map { plans[$0].merchantID }))
+        let fcmRoutes = await router.fcmRoutes(for: Set(indices.filter { plans[$0].android != nil }.map { plans[$0].merchantID }))
         let limit = configuration.concurrentSends
         let grace = configuration.shutdownGracePeriod
         await withTaskGroup(of: Void.self) { watch in
@@ -39,13 +48,20 @@ final class ActivitySender: Sendable {
                             running -= 1
                         }
                         let pushes = plans[index].pushes
+                        let android = plans[index].android
                         let merchantID = plans[index].merchantID
-                        let route = routes[merchantID]!
+                        let route = routes[merchantID]
+                        let fcmRoute = fcmRoutes[merchantID]
                         group.addTask {
-                            for push in pushes {
-                                let attempt = await self.attempt(push, merchantID: merchantID, route: route, lease: lease)
-                                results.append(attempt, at: index)
-                                guard case .sent = attempt else { break }
+                            if let route {
+                                for push in pushes {
+                                    let attempt = await self.attempt(push, merchantID: merchantID, route: route, lease: lease)
+                                    results.append(attempt, at: index)
+                                    guard case .sent = attempt else { break }
+                                }
+                            }
+                            if let android {
+                                results.set(await self.attempt(android, merchantID: merchantID, route: fcmRoute, lease: lease), at: index)
                             }
                         }
                         running += 1
@@ -106,15 +122,19 @@ extension APNSSendFailure {
 /// The attempts of one batch, per plan; filled by concurrent sends, read when they are done
 /// (or abandoned at shutdown).
 private final class AttemptLog: Sendable {
-    private let storage: Mutex<[[PushAttempt]]>
+    private let storage: Mutex<ActivitySender.Attempts>
 
     init(count: Int) {
-        storage = Mutex(Array(repeating: [], count: count))
+        storage = Mutex(ActivitySender.Attempts(apns: Array(repeating: [], count: count), android: Array(repeating: nil, count: count)))
     }
 
     func append(_ attempt: PushAttempt, at index: Int) {
-        storage.withLock { $0[index].append(attempt) }
+        storage.withLock { $0.apns[index].append(attempt) }
     }
 
-    var attempts: [[PushAttempt]] { storage.withLock { $0 } }
+    func set(_ attempt: AndroidAttempt, at index: Int) {
+        storage.withLock { $0.android[index] = attempt }
+    }
+
+    var attempts: ActivitySender.Attempts { storage.withLock { $0 } }
 }

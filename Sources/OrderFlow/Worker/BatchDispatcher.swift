@@ -78,7 +78,8 @@ final class BatchDispatcher: Sendable {
                 }
             }
             for index in range {
-                let outcome = ActivityOutcome(plan: plans[index], attempts: attempts[index], configuration: configuration)
+                let outcome = ActivityOutcome(plan: plans[index], attempts: attempts.apns[index], android: attempts.android[index],
+                                              configuration: configuration)
                 record(outcome, into: &completion)
                 unfinished = unfinished || outcome.unfinished
                 if let revisit = outcome.revisitAt {
@@ -155,6 +156,9 @@ final class BatchDispatcher: Sendable {
         if let token = outcome.deadAlertToken {
             completion.deadAlertTokens.append(.init(merchantID: plan.merchantID, deviceID: plan.device, token: token))
         }
+        if let token = outcome.deadFCMToken {
+            completion.deadFCMTokens.append(.init(merchantID: plan.merchantID, deviceID: plan.device, token: token))
+        }
         for delivery in outcome.deliveries {
             // Built only when a record is logged (the metadata argument is an autoclosure): a
             // sent push at the default level costs nothing here.
@@ -163,6 +167,7 @@ final class BatchDispatcher: Sendable {
                     "orderflow.order": "\(plan.orderID)", "orderflow.device": "\(plan.device)",
                     "orderflow.event": "\(delivery.event)", "orderflow.seq": "\(delivery.seq)",
                     "orderflow.merged": "\(delivery.merged)", "orderflow.outcome": "\(delivery.outcome.rawValue)",
+                    "orderflow.platform": "\(delivery.platform.rawValue)",
                     "apns.token": "\(APNSTokenRedaction.redacted(suffix: delivery.tokenSuffix))",
                     "apns.status": "\(delivery.status.map(String.init) ?? "none")", "apns.reason": "\(delivery.reason ?? "")",
                 ]
@@ -170,7 +175,8 @@ final class BatchDispatcher: Sendable {
             switch delivery.outcome {
             case .sent: logger.debug("push sent", metadata: metadata())
             case .dead: logger.warning("push failed \(configuration.maximumAttempts) times; dead letter kept in deliveries", metadata: metadata())
-            case .tokenDead: logger.info("APNs declared a token dead; nothing more is sent to it", metadata: metadata())
+            case .tokenDead:
+                logger.info("\(delivery.platform == .android ? "FCM" : "APNs") declared a token dead; nothing more is sent to it", metadata: metadata())
             case .rejected: logger.warning("APNs rejected a payload; not retried", metadata: metadata())
             case .retry: logger.debug("push will be retried", metadata: metadata())
             }

@@ -13,6 +13,8 @@ final class MerchantRouter: Sendable {
     private let sender: any PushSender
     /// The merchants' own apps; nil sends every push through ``sender``.
     private let apps: MerchantApps?
+    /// The merchants' Firebase projects, for their Android followers; nil sends nothing to them.
+    let fcmApps: FCMApps?
     private let merchantStore: MerchantStore
     private let logger: Logger
     /// Per app (`default`, `merchant:<id>`): paused after APNs refused its credentials or topic.
@@ -24,6 +26,8 @@ final class MerchantRouter: Sendable {
 
     private struct MerchantSendState {
         var app = "default"
+        /// The merchant's Firebase project's app (`fcm:<id>#<revision>`), once a message went through it.
+        var fcmApp: String?
         /// `429 TooManyRequests` answers since the merchant's last sent push.
         var throttledAnswers = 0
         /// While set and in the future, the merchant's orders are not claimed.
@@ -37,8 +41,9 @@ final class MerchantRouter: Sendable {
     private let metrics: WorkerMetrics?
 
     init(configuration: WorkerConfiguration, sender: any PushSender, apps: MerchantApps?, merchantStore: MerchantStore,
-         logger: Logger, metrics: WorkerMetrics? = nil) {
+         logger: Logger, metrics: WorkerMetrics? = nil, fcmApps: FCMApps? = nil) {
         self.configuration = configuration
+        self.fcmApps = fcmApps
         self.metrics = metrics
         self.sender = sender
         self.apps = apps
@@ -68,12 +73,34 @@ final class MerchantRouter: Sendable {
         return found
     }
 
+    /// The merchant's Firebase project's route (nil: it has none, or the worker sends no FCM);
+    /// remembered for holding the merchant back while FCM refuses the project.
+    func fcmRoute(for merchantID: String) async -> FCMRoute? {
+        guard let route = await fcmApps?.route(for: merchantID) else { return nil }
+        if !route.transient { merchantStates.withLock { $0[merchantID, default: MerchantSendState()].fcmApp = route.app } }
+        if let why = route.unusable, !route.transient {
+            await pauseSending(app: route.app, bundleID: "Firebase project \(route.projectID)", merchantID: merchantID,
+                               because: why, what: "service account", service: "FCM")
+        }
+        return route
+    }
+
+    /// The FCM routes of a batch's merchants with Android followers, each looked up once.
+    func fcmRoutes(for merchantIDs: Set<String>) async -> [String: FCMRoute] {
+        var found: [String: FCMRoute] = [:]
+        for merchantID in merchantIDs {
+            found[merchantID] = await fcmRoute(for: merchantID)
+        }
+        return found
+    }
+
     // MARK: Pauses
 
     /// Stops sending through one app after APNs refused its configuration or credentials (or
     /// the app cannot be used): said once, loudly, and recorded on its merchants for
     /// `orderflow merchant list`. The other apps' merchants send on.
-    func pauseSending(app: String, bundleID: String, merchantID: String, because reason: String, what: String) async {
+    func pauseSending(app: String, bundleID: String, merchantID: String, because reason: String, what: String,
+                      service: String = "APNs") async {
         let resume = WorkerClock.now() + configuration.pausedRetryInterval.inSeconds
         let first = pauses.withLock { pauses -> Bool in
             if let until = pauses[app], until > WorkerClock.now() { return false }
@@ -88,8 +115,10 @@ final class MerchantRouter: Sendable {
         let whose = app == "default" ? "the default app's merchants (\(merchants.joined(separator: ", ")))" : "merchant \(merchantID)"
         let fix = app == "default"
             ? "fix the default app's settings and restart the worker"
+            : service == "FCM"
+            ? "give the merchant a service account of the Firebase project its app uses: `orderflow merchant set-fcm`"
             : "give the merchant working APNs settings: its key, key id, team and bundle"
-        let message: Logger.Message = "APNs refused the \(what) of \(bundleID): sending is paused for \(whose); other merchants send on. \(reason) Pending pushes stay queued; sending is tried again every \(configuration.pausedRetryInterval) and resumes once APNs accepts it (or \(fix))."
+        let message: Logger.Message = "\(service) refused the \(what) of \(bundleID): sending is paused for \(whose); other merchants send on. \(reason) Pending pushes stay queued; sending is tried again every \(configuration.pausedRetryInterval) and resumes once \(service) accepts it (or \(fix))."
         let metadata: Logger.Metadata = ["orderflow.bundle_id": "\(bundleID)", "orderflow.app": "\(app)", "orderflow.merchant": "\(merchantID)"]
         // Loud once; while the app stays broken, each further try is a quieter record.
         if announcedPauses.withLock({ $0.insert(app).inserted }) {
@@ -124,6 +153,13 @@ final class MerchantRouter: Sendable {
         var held: [String] = []
         for (merchantID, state) in states {
             if (state.heldUntil ?? 0) > time {
+                held.append(merchantID)
+            } else if let fcmApp = state.fcmApp, pausedApps.contains(fcmApp) {
+                // FCM refused the merchant's project: held back whole, until a new `set-fcm`.
+                if let current = await fcmApps?.route(for: merchantID)?.app, current != fcmApp {
+                    merchantStates.withLock { $0[merchantID]?.fcmApp = current }
+                    if !pausedApps.contains(current) { continue }
+                }
                 held.append(merchantID)
             } else if pausedApps.contains(state.app) {
                 if state.app != "default", let apps {
@@ -180,6 +216,10 @@ final class MerchantRouter: Sendable {
         if let app {
             announcedPauses.withLock { if !$0.isEmpty { _ = $0.remove(app) } }
             metrics?.recordSendingResumed(app: app)
+        }
+        if let fcmApp = merchantStates.withLock({ $0[merchantID]?.fcmApp }) {
+            announcedPauses.withLock { if !$0.isEmpty { _ = $0.remove(fcmApp) } }
+            metrics?.recordSendingResumed(app: fcmApp)
         }
         if wasHeld {
             logger.info("merchant's pushes flow again", metadata: ["orderflow.merchant": "\(merchantID)"])

@@ -28,6 +28,8 @@ public final class OrderFlowWorker: Service, Sendable {
     private let stopping: StopLatch
     private let claims: ClaimLoop
     private let housekeeping: WorkerHousekeeping
+    /// The merchants' Firebase projects' clients, closed when the worker stops.
+    private let fcmApps: FCMApps
 
     /// - Parameters:
     ///   - configuration: how to claim and pace, and whose orders.
@@ -42,7 +44,10 @@ public final class OrderFlowWorker: Service, Sendable {
     ///     (`APNSTokenRedaction`), under `apns.token` as in the APNs client's records.
     ///   - metricsFactory: where metrics go; by default the process's `MetricsSystem`.
     ///   - apps: the merchants' own APNs apps; merchants without one (and every merchant when
-    ///     nil) send through `sender` with ``WorkerConfiguration/bundleID``.
+    ///     nil) send through `sender` with ``WorkerConfiguration/bundleID``. Its master key also
+    ///     opens the merchants' Firebase service accounts for their Android followers (sent to
+    ///     ``WorkerConfiguration/fcmBaseURL``); without it, merchants with a Firebase project
+    ///     are held back, said so.
     public init(
         configuration: WorkerConfiguration,
         pool: PostgresPool,
@@ -65,8 +70,17 @@ public final class OrderFlowWorker: Service, Sendable {
         self.stopping = stopping
         let store = OutboxStore(pool: pool)
         let metrics = WorkerMetrics(factory: metricsFactory ?? MetricsSystem.factory)
+        // Android followers: through each merchant's Firebase project, opened with the master
+        // key that opens its APNs app.
+        let fcmApps = FCMApps(
+            settings: .init(masterKey: apps?.configuration.masterKey, baseURL: configuration.fcmBaseURL,
+                            trustRootsPEM: configuration.fcmTrustRootsPEM,
+                            refreshInterval: apps?.configuration.refreshInterval ?? .seconds(10),
+                            sharesAccessTokens: apps?.configuration.sharesProviderTokens ?? true),
+            pool: pool, logger: logger)
+        self.fcmApps = fcmApps
         let router = MerchantRouter(configuration: configuration, sender: sender, apps: apps,
-                                    merchantStore: MerchantStore(pool: pool), logger: logger, metrics: metrics)
+                                    merchantStore: MerchantStore(pool: pool), logger: logger, metrics: metrics, fcmApps: fcmApps)
         let gate = SendGate(stopping: stopping, router: router)
         let dispatcher = BatchDispatcher(
             configuration: configuration, store: store, workflows: WorkflowCache(pool: pool, logger: logger),
@@ -117,6 +131,7 @@ public final class OrderFlowWorker: Service, Sendable {
             self.stopping.set()
             self.doorbell.ringAll()
         }
+        await fcmApps.shutdown()
         if Task.isCancelled {
             logger.info("worker cancelled; its leases expire on their own")
         } else {

@@ -57,6 +57,15 @@ struct OutboxActivity: Sendable, Hashable, Decodable {
     var alertToken: String?
     /// Valid push-to-start tokens by `ActivityAttributes` type.
     var pushToStartTokens: [String: String]?
+    /// The device's FCM registration token, when it has one FCM has not declared gone: an
+    /// Android phone.
+    var fcmToken: String? = nil
+    /// The Android side's progress (`activities.fcm_*`).
+    var fcmLastSeq: Int = 0
+    var fcmLastPushedAt: Double? = nil
+    var fcmNextAttemptAt: Double? = nil
+    var fcmFailures: Int = 0
+    var fcmEndedAt: Double? = nil
 }
 
 /// A transition the merge may fold into a push.
@@ -65,6 +74,9 @@ struct OutboxTransition: Sendable, Hashable {
     /// Commit time, epoch seconds with fractions: the base of the end-to-end latency.
     var occurredAt: Double
     var rendered: StoredRendering
+    /// The transition's validated input; read for the order's newest transition only (the
+    /// `android:` templates of the state it entered may use it).
+    var input: JSONValue? = nil
 }
 
 extension OutboxTransition {
@@ -73,7 +85,8 @@ extension OutboxTransition {
         guard let seq = json["seq"]?.intValue, let occurredAt = json["occurredAt"]?.doubleValue, let rendered = json["rendered"] else {
             throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "a pending transition lacks its seq, occurredAt or rendering"))
         }
-        self.init(seq: seq, occurredAt: occurredAt, rendered: try StoredRendering(json: rendered))
+        let input = json["input"].flatMap { $0.isNull ? nil : $0 }
+        self.init(seq: seq, occurredAt: occurredAt, rendered: try StoredRendering(json: rendered), input: input)
     }
 
     /// The store's JSON array of pending transitions (see `OutboxStore.load`), parsed once by
@@ -106,6 +119,8 @@ struct ActivityState: Sendable, Hashable {
     var lastPushedAt: Double?
     var nextAttemptAt: Double?
     var failures: Int
+    /// The Android side, tracked apart: an FCM message neither waits for nor stops the APNs pushes.
+    var android: AndroidProgress
 
     init(_ activity: OutboxActivity) {
         status = activity.status.flatMap(Status.init(rawValue:)) ?? .waiting
@@ -117,7 +132,22 @@ struct ActivityState: Sendable, Hashable {
         lastPushedAt = activity.lastPushedAt
         nextAttemptAt = activity.nextAttemptAt
         failures = activity.failures
+        android = AndroidProgress(
+            lastSeq: activity.fcmLastSeq, lastPushedAt: activity.fcmLastPushedAt, nextAttemptAt: activity.fcmNextAttemptAt,
+            failures: activity.fcmFailures, endedAt: activity.fcmEndedAt)
     }
+}
+
+/// An Android follower's progress on one order (`activities.fcm_*`).
+struct AndroidProgress: Sendable, Hashable {
+    /// The newest transition FCM accepted for the device.
+    var lastSeq: Int
+    var lastPushedAt: Double?
+    var nextAttemptAt: Double?
+    /// Consecutive failures; at ``WorkerConfiguration/maximumAttempts`` a dead letter.
+    var failures: Int
+    /// When the end went out: nothing is sent after it.
+    var endedAt: Double?
 }
 
 /// One push the merge decided on.
@@ -209,4 +239,8 @@ struct ActivityPlan: Sendable, Hashable {
     var notBefore: Double?
     /// The push-to-start attributes type (to invalidate a dead push-to-start token).
     var attributesType: String
+    /// The Android follower's FCM message, sent whatever becomes of ``pushes``.
+    var android: PlannedAndroidMessage? = nil
+    /// No FCM message before this (rate limit or backoff).
+    var androidNotBefore: Double? = nil
 }

@@ -31,6 +31,8 @@ struct DeliveryRow: Sendable, Hashable {
     var outcome: DeliveryOutcome
     var attemptedAt: Double
     var latencyMs: Double?
+    /// `ios` (APNs) or `android` (FCM).
+    var platform: DeliveryPlatform = .ios
 }
 
 /// An activity after its pushes: the row to write, the attempts to record, the tokens APNs
@@ -41,16 +43,28 @@ struct ActivityOutcome: Sendable, Hashable {
     var deliveries: [DeliveryRow] = []
     var deadPushToStartToken: String?
     var deadAlertToken: String?
+    /// The FCM token FCM declared gone.
+    var deadFCMToken: String?
     /// The order's commands are deferred to then (rate limit, backoff).
     var revisitAt: Double?
     /// A push was not attempted (paused, stopping): the order's commands stay for a later claim.
     var unfinished = false
 
-    /// Applies the attempts (a prefix of `plan.pushes`, in order) to the planned state.
-    init(plan: ActivityPlan, attempts: [PushAttempt], configuration: WorkerConfiguration) {
+    /// Applies the attempts (a prefix of `plan.pushes`, in order) and the Android message's
+    /// attempt to the planned state.
+    init(plan: ActivityPlan, attempts: [PushAttempt], android: AndroidAttempt? = nil, configuration: WorkerConfiguration) {
         self.plan = plan
         self.state = plan.state
-        self.revisitAt = plan.notBefore
+        self.revisitAt = [plan.notBefore, plan.androidNotBefore].compactMap { $0 }.min()
+        applyAPNs(attempts, configuration: configuration)
+        // An APNs backoff replaces the wake-up; the Android side's own must stay.
+        if let androidNotBefore = plan.androidNotBefore { revisit(at: androidNotBefore) }
+        if let message = plan.android {
+            applyAndroid(message, attempt: android ?? .notAttempted, configuration: configuration)
+        }
+    }
+
+    private mutating func applyAPNs(_ attempts: [PushAttempt], configuration: WorkerConfiguration) {
         for (index, push) in plan.pushes.enumerated() {
             guard index < attempts.count else {
                 unfinished = true
@@ -164,6 +178,16 @@ struct ActivityOutcome: Sendable, Hashable {
             apnsId: apnsID?.uuidString.lowercased(), status: status, reason: reason, outcome: outcome,
             attemptedAt: time, latencyMs: max(0, (time - push.occurredAt) * 1000)))
     }
+
+    /// Moves the retry time earlier to `time` when it is.
+    mutating func revisit(at time: Double) {
+        revisitAt = min(revisitAt ?? time, time)
+    }
+}
+
+/// `deliveries.platform`: which service carried a delivery.
+enum DeliveryPlatform: String, Sendable, Hashable, CaseIterable {
+    case ios, android
 }
 
 // MARK: - Requests

@@ -16,6 +16,12 @@ final class SendGate: Sendable {
         !(stopping.isSet || route.unusable != nil || router.pausedUntil(app: route.app) != nil || Task.isCancelled
             || lease.isRunningOut())
     }
+
+    /// The same for an FCM message through a merchant's Firebase project.
+    func allows(fcm route: FCMRoute, lease: BatchLease) -> Bool {
+        !(stopping.isSet || route.unusable != nil || router.pausedUntil(app: route.app) != nil || Task.isCancelled
+            || lease.isRunningOut())
+    }
 }
 
 /// The lease on one claimed batch, by this process's clock. The database ends the leases `lease`

@@ -80,6 +80,13 @@ public struct WorkerConfiguration: Sendable {
     public var purgeInterval: Duration? = .seconds(600)
     /// What the purge deletes and how gently. Its merchants are this worker's ``merchants``.
     public var retention = RetentionPolicy()
+    /// Where the worker sends Android followers' FCM messages: `https://fcm.googleapis.com` by
+    /// default, a stand-in in tests and demos. The OAuth token endpoint is each service
+    /// account's own `token_uri`. Default FCM's.
+    public var fcmBaseURL: String = "https://fcm.googleapis.com"
+    /// PEM certificates that replace the system's trust roots for ``fcmBaseURL`` and the token
+    /// endpoint (a stand-in's); nil for the system's. Default nil.
+    public var fcmTrustRootsPEM: String? = nil
     /// Whose orders this worker claims, and (in an ``OrderFlowHost``) whose timers it fires.
     /// Default every merchant's.
     public var merchants: MerchantScope

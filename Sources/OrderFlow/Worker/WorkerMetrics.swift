@@ -3,13 +3,15 @@ import Metrics
 import Synchronization
 
 /// The worker's metrics (swift-metrics; the process chooses the backend, e.g. Prometheus),
-/// each labelled with the merchant (`merchant`), so that one merchant's trouble shows as its own.
+/// each labelled with the merchant (`merchant`), so that one merchant's trouble shows as its own,
+/// and the push metrics with the platform (`platform`: `ios` through APNs, `android` through FCM).
 ///
-/// - `orderflow_pushes_total{merchant,outcome}`: push attempts by outcome (`sent`, `retry`,
-///   `dead`, `token_dead`, `rejected`).
-/// - `orderflow_merged_transitions_total{merchant}`: transitions delivered; above the number of
-///   sent pushes by however many the merge folded together.
-/// - `orderflow_push_latency_seconds{merchant}`: transition commit to APNs' answer, per sent push.
+/// - `orderflow_pushes_total{merchant,platform,outcome}`: push attempts by outcome (`sent`,
+///   `retry`, `dead`, `token_dead`, `rejected`).
+/// - `orderflow_merged_transitions_total{merchant,platform}`: transitions delivered; above the
+///   number of sent pushes by however many the merge folded together.
+/// - `orderflow_push_latency_seconds{merchant,platform}`: transition commit to APNs' (or FCM's)
+///   answer, per sent push.
 /// - `orderflow_queue_depth{merchant}`: `activity_commands` rows, sampled periodically.
 /// - `orderflow_purged_rows_total{kind}`: rows the housekeeping's purge deleted, by kind
 ///   (`orders`, `transitions`, `deliveries`, `dead_letters`, `devices`, … as `PurgedRows.Kind`).
@@ -36,10 +38,14 @@ final class WorkerMetrics: Sendable {
     }
 
     private struct MerchantMetrics: Sendable {
+        var platforms: [DeliveryPlatform: PlatformMetrics]
+        var queueDepth: Gauge
+    }
+
+    private struct PlatformMetrics: Sendable {
         var pushes: [DeliveryOutcome: Counter]
         var mergedTransitions: Counter
         var latency: Timer
-        var queueDepth: Gauge
     }
 
     init(factory: any MetricsFactory) {
@@ -84,14 +90,20 @@ final class WorkerMetrics: Sendable {
         merchants.withLock { known in
             if let metrics = known[merchantID] { return metrics }
             let label = ("merchant", merchantID)
-            var pushes: [DeliveryOutcome: Counter] = [:]
-            for outcome in DeliveryOutcome.allCases {
-                pushes[outcome] = Counter(label: "orderflow_pushes_total", dimensions: [label, ("outcome", outcome.rawValue)], factory: factory)
+            var platforms: [DeliveryPlatform: PlatformMetrics] = [:]
+            for platform in DeliveryPlatform.allCases {
+                let labels = [label, ("platform", platform.rawValue)]
+                var pushes: [DeliveryOutcome: Counter] = [:]
+                for outcome in DeliveryOutcome.allCases {
+                    pushes[outcome] = Counter(label: "orderflow_pushes_total", dimensions: labels + [("outcome", outcome.rawValue)], factory: factory)
+                }
+                platforms[platform] = PlatformMetrics(
+                    pushes: pushes,
+                    mergedTransitions: Counter(label: "orderflow_merged_transitions_total", dimensions: labels, factory: factory),
+                    latency: Timer(label: "orderflow_push_latency_seconds", dimensions: labels, factory: factory))
             }
             let made = MerchantMetrics(
-                pushes: pushes,
-                mergedTransitions: Counter(label: "orderflow_merged_transitions_total", dimensions: [label], factory: factory),
-                latency: Timer(label: "orderflow_push_latency_seconds", dimensions: [label], factory: factory),
+                platforms: platforms,
                 queueDepth: Gauge(label: "orderflow_queue_depth", dimensions: [label], factory: factory))
             known[merchantID] = made
             return made
@@ -99,7 +111,7 @@ final class WorkerMetrics: Sendable {
     }
 
     func record(_ delivery: DeliveryRow) {
-        let metrics = metrics(of: delivery.merchantID)
+        guard let metrics = metrics(of: delivery.merchantID).platforms[delivery.platform] else { return }
         metrics.pushes[delivery.outcome]?.increment()
         guard delivery.outcome == .sent else { return }
         metrics.mergedTransitions.increment(by: delivery.merged)

@@ -1129,6 +1129,17 @@ extension Components {
             internal var outcome: Components.Schemas.Delivery.OutcomePayload
             /// - Remark: Generated from `#/components/schemas/Delivery/attempted_at`.
             internal var attemptedAt: Foundation.Date
+            /// Which phone it went to: `ios` through APNs, `android` as an FCM data message (`token_kind` `fcm`).
+            ///
+            /// - Remark: Generated from `#/components/schemas/Delivery/platform`.
+            internal enum PlatformPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case ios = "ios"
+                case android = "android"
+            }
+            /// Which phone it went to: `ios` through APNs, `android` as an FCM data message (`token_kind` `fcm`).
+            ///
+            /// - Remark: Generated from `#/components/schemas/Delivery/platform`.
+            internal var platform: Components.Schemas.Delivery.PlatformPayload?
             /// Creates a new `Delivery`.
             ///
             /// - Parameters:
@@ -1146,6 +1157,7 @@ extension Components {
             ///   - reason:
             ///   - outcome:
             ///   - attemptedAt:
+            ///   - platform: Which phone it went to: `ios` through APNs, `android` as an FCM data message (`token_kind` `fcm`).
             internal init(
                 id: Swift.Int64,
                 orderId: Swift.String,
@@ -1160,7 +1172,8 @@ extension Components {
                 status: Swift.Int? = nil,
                 reason: Swift.String? = nil,
                 outcome: Components.Schemas.Delivery.OutcomePayload,
-                attemptedAt: Foundation.Date
+                attemptedAt: Foundation.Date,
+                platform: Components.Schemas.Delivery.PlatformPayload? = nil
             ) {
                 self.id = id
                 self.orderId = orderId
@@ -1176,6 +1189,7 @@ extension Components {
                 self.reason = reason
                 self.outcome = outcome
                 self.attemptedAt = attemptedAt
+                self.platform = platform
             }
             internal enum CodingKeys: String, CodingKey {
                 case id
@@ -1192,6 +1206,7 @@ extension Components {
                 case reason
                 case outcome
                 case attemptedAt = "attempted_at"
+                case platform
             }
         }
         /// - Remark: Generated from `#/components/schemas/OrderHistory`.

@@ -33,6 +33,14 @@ struct HostOptions: ParsableArguments {
     @Option(name: .customLong("apns-ca"), help: ArgumentHelp("The custom endpoint's CA certificate (PEM).", valueName: "file"))
     var apnsCA: String?
 
+    @Option(name: .customLong("fcm-url"), help: ArgumentHelp(
+        "Send Android followers' FCM messages to this endpoint instead of FCM's (a local stand-in).", valueName: "url"))
+    var fcmURL: String?
+
+    @Option(name: .customLong("fcm-ca"), help: ArgumentHelp(
+        "The FCM endpoint's CA certificate (PEM), trusted for the service accounts' token endpoint too.", valueName: "file"))
+    var fcmCA: String?
+
     @Option(name: .customLong("merchant"), help: ArgumentHelp(
         "Serve only this merchant's pushes and timers (repeatable; default every merchant).", valueName: "id"))
     var merchants: [String] = []
@@ -105,6 +113,8 @@ struct HostOptions: ParsableArguments {
     func makeHost(context: CommandContext, logger: Logger, deviceCredentials: DeviceCredentialPolicy = .required,
                   metricsFactory: (any MetricsFactory)? = nil) async throws -> OrderFlowHost {
         let apns = try APNSSettings(flags: self, environment: context.environment)
+        var fcm = WorkerConfiguration(bundleID: apns.bundleID)
+        try FCMSettings.apply(flags: self, environment: context.environment, to: &fcm)
         let merchantID = try context.checkedMerchantID()
         // Opens the merchants' own APNs keys; without it they wait (the log says so).
         let masterKey = try MasterKeySetting.optional(context.environment)
@@ -139,6 +149,8 @@ struct HostOptions: ParsableArguments {
         if let workerID { worker.workerID = workerID }
         worker.lease = .seconds(lease)
         worker.purgeInterval = try purgeIntervalDuration()
+        worker.fcmBaseURL = fcm.fcmBaseURL
+        worker.fcmTrustRootsPEM = fcm.fcmTrustRootsPEM
         return try apns.makingHost(OrderFlowHostConfiguration(
             engine: engine, apns: apns.client, worker: worker, masterKey: masterKey),
             logger: logger, metricsFactory: metricsFactory)

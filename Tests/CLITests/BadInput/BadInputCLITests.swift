@@ -166,7 +166,7 @@ struct BadInputCLITests {
             "ORDERFLOW_APNS_TOPIC": "com.example.orders",
         ]
         for name in ["ORDERFLOW_APNS_KEY", "ORDERFLOW_APNS_KEY_ID", "ORDERFLOW_APNS_TEAM_ID", "ORDERFLOW_APNS_TOPIC", "ORDERFLOW_APNS_ENV",
-                     "ORDERFLOW_APNS_URL", "ORDERFLOW_APNS_CA"] where ProcessInfo.processInfo.environment[name] != nil {
+                     "ORDERFLOW_APNS_URL", "ORDERFLOW_APNS_CA", "ORDERFLOW_FCM_URL", "ORDERFLOW_FCM_CA"] where ProcessInfo.processInfo.environment[name] != nil {
             Issue.record("\(name) is set in the test environment; the cases below assume it is not")
         }
 
@@ -236,6 +236,9 @@ struct BadInputCLITests {
              ["ORDERFLOW_APNS_CA", "cannot be read"]),
             ("CA file that does not exist", ["ORDERFLOW_APNS_URL": "https://127.0.0.1:1", "ORDERFLOW_APNS_CA": "/nonexistent/ca.pem"],
              ["ORDERFLOW_APNS_CA", "cannot be read"]),
+            ("http FCM endpoint", ["ORDERFLOW_FCM_URL": "http://127.0.0.1:1"], ["ORDERFLOW_FCM_URL", "https"]),
+            ("FCM CA file that does not exist", ["ORDERFLOW_FCM_CA": "/nonexistent/ca.pem"], ["ORDERFLOW_FCM_CA", "cannot be read"]),
+            ("FCM CA file that is not PEM", ["ORDERFLOW_FCM_CA": try Fixtures.file("fcm-ca.pem", "nope")], ["ORDERFLOW_FCM_CA", "PEM"]),
         ]
         for (label, changes, fragments) in settings {
             var environment = base
@@ -247,6 +250,8 @@ struct BadInputCLITests {
         // A flag wins over the variable, and the message names the flag.
         let flagged = try await run(["worker", "run", "--apns-key-id", "SHORT"], base)
         check.expect("flag --apns-key-id SHORT", category: category, flagged, status: 64, mentioning: ["--apns-key-id is \"SHORT\""])
+        let fcmFlagged = try await run(["worker", "run", "--fcm-url", "ftp://x"], base)
+        check.expect("flag --fcm-url ftp://x", category: category, fcmFlagged, status: 64, mentioning: ["--fcm-url is \"ftp://x\""])
     }
 
     /// Runs `orderflow` with exactly these APNs variables (none inherited).

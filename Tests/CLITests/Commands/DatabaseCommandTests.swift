@@ -417,15 +417,23 @@ struct DatabaseCommandTests {
                        ('default', '1042', 'alice-iphone', 3, 1, 'update', 'activity', 'cafef00d', 10, 'Order 1042 is ready',
                         500, 'InternalServerError', 'dead')
                 """))
+            // An Android phone's FCM data message for the same transition.
+            try await connection.query(PostgresQuery("""
+                INSERT INTO deliveries (merchant_id, order_id, device_id, seq, merged, event, token_kind, token_suffix,
+                                        priority, alert_title, status, reason, outcome, platform)
+                VALUES ('default', '1042', 'anna-pixel', 3, 2, 'update', 'fcm', '9-qZXk3_', 10, 'Order 1042 is ready',
+                        200, NULL, 'sent', 'android')
+                """))
         }
         let show = try await cli.run("show", "1042")
         expectStatus(show, 0)
         let lines = show.stdout.components(separatedBy: "\n")
         let ready = try #require(lines.firstIndex { $0.contains("in_progress → ready") }, "\(show)")
         let pushes = lines[(ready + 1)...].prefix { $0.hasPrefix("    ↳ ") }
-        #expect(pushes.contains { $0.contains("alice-iphone  update  p10  activity …cafef00d  sent 200  \"Order 1042 is ready\"") },
+        #expect(pushes.contains { $0.contains("alice-iphone  ios  update  p10  activity …cafef00d  sent 200  \"Order 1042 is ready\"") },
                 "\(show)")
         #expect(pushes.contains { $0.contains("dead 500 InternalServerError") }, "\(show)")
+        #expect(pushes.contains { $0.contains("anna-pixel  android  update  p10  fcm …9-qZXk3_  sent 200") }, "\(show)")
         #expect(pushes.contains { $0.contains("2 transitions merged") })
         #expect(!show.stdout.contains(token))
 

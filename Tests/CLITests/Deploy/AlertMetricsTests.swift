@@ -58,7 +58,8 @@ struct AlertMetricsTests {
         #expect(stopped.status == 0, "\(stopped)")
         #expect(exposition.contains("orderflow_database_reachable 1"), "the worker reads its database")
         // The labels the alerts select on.
-        #expect(exposition.contains("http_response_status_code=\"200\"") && exposition.contains("outcome=\"sent\""), "\(exposition)")
+        #expect(exposition.contains("http_response_status_code=\"200\"") && exposition.contains("outcome=\"sent\"")
+                && exposition.contains("platform=\"ios\""), "\(exposition)")
         let exposed = Set(exposition.split(separator: "\n").filter { !$0.hasPrefix("#") }
             .map { String($0.prefix { $0 != "{" && $0 != " " }) })
 

@@ -56,7 +56,7 @@ struct OrderFlowHostTests {
 
             // The worker's counters reach the factory the host was given.
             let metrics = String(decoding: registry.emitToBuffer(), as: UTF8.self)
-            #expect(metrics.contains("orderflow_pushes_total{merchant=\"default\",outcome=\"sent\"}"), "\(metrics)")
+            #expect(metrics.contains("orderflow_pushes_total{merchant=\"default\",platform=\"ios\",outcome=\"sent\"}"), "\(metrics)")
 
             // Graceful shutdown: the run returns, the pool and the port are closed.
             await group.triggerGracefulShutdown()

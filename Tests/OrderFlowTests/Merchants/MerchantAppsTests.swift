@@ -214,13 +214,13 @@ struct MerchantAppsTests {
         }
         // Metrics by merchant: bravo's refusals are its own series, alpha's sends its own.
         let text = Self.scrape(registry)
-        for series in [#"orderflow_pushes_total{merchant="default",outcome="sent"}"#, #"orderflow_pushes_total{merchant="bravo",outcome="retry"}"#,
-                       #"orderflow_pushes_total{merchant="bravo",outcome="sent"}"#] {
+        for series in [#"orderflow_pushes_total{merchant="default",platform="ios",outcome="sent"}"#, #"orderflow_pushes_total{merchant="bravo",platform="ios",outcome="retry"}"#,
+                       #"orderflow_pushes_total{merchant="bravo",platform="ios",outcome="sent"}"#] {
             #expect(text.contains(series), "no \(series) in:\n\(text)")
         }
         #expect(text.contains(#"orderflow_sending_paused{app="merchant:bravo"} 0"#), "sending again ends the pause's metric:\n\(text)")
         #expect(!text.contains(#"orderflow_sending_paused{app="default"}"#), "the default app was never paused")
-        let alphaRetries = text.split(separator: "\n").first { $0.hasPrefix(#"orderflow_pushes_total{merchant="default",outcome="retry"}"#) }
+        let alphaRetries = text.split(separator: "\n").first { $0.hasPrefix(#"orderflow_pushes_total{merchant="default",platform="ios",outcome="retry"}"#) }
         #expect(alphaRetries.map { $0.hasSuffix(" 0") } ?? true, "alpha had no refusals: \(alphaRetries ?? "")")
         try await worker.stop()
         await stand.shutdown()
