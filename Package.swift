@@ -6,8 +6,12 @@ import PackageDescription
 //     value type, APNs' size limit; no networking)
 //   CLibPQ (system library) → PGKit (safe PostgreSQL, knows nothing of orders)
 //   WorkflowKit (workflow format, validation, templates; renders into APNSCore's format)
-//   APNS (Apple Push Notification service client over APNSCore; knows nothing of workflows)
-//   FCM (Firebase Cloud Messaging HTTP v1 client over APNSCore's JSON; knows nothing of workflows)
+//   HTTP2Push (a pooled, frame-level HTTP/2 client for many small POSTs to one host over TLS;
+//     knows no push service: it returns status, headers and body, and each client interprets)
+//   APNS (Apple Push Notification service client over APNSCore and HTTP2Push; knows nothing of
+//     workflows)
+//   FCM (Firebase Cloud Messaging HTTP v1 client over APNSCore's JSON and HTTP2Push; knows
+//     nothing of workflows, nor of APNS)
 //   OrderFlow (the engine, its SQL in Store/, the worker, OrderFlowHost: the running system
 //     as one Service; a DocC catalog)
 //   OrderFlowHTTP (the HTTP API from openapi/orderflow.yaml, on Hummingbird: translates, calls)
@@ -102,30 +106,43 @@ let package = Package(
                 .product(name: "Mustache", package: "swift-mustache"),
             ]
         ),
+        // The push clients' transport: HTTP/2 on swift-nio-http2's frames, pooled connections to
+        // one host over TLS, for many small POSTs. Knows neither APNs nor FCM.
+        .target(
+            name: "HTTP2Push",
+            dependencies: [
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]
+        ),
         .target(
             name: "APNS",
             dependencies: [
                 "APNSCore",
+                "HTTP2Push",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOTLS", package: "swift-nio"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // FCM HTTP v1: service-account keys, OAuth 2 access tokens (RS256 JWT bearer grant), data
-        // messages. Beside APNS, not on it: it shares only APNSCore's JSON value and token masking.
+        // messages. Beside APNS, not on it: it shares APNSCore's JSON value and token masking, and
+        // HTTP2Push's transport.
         .target(
             name: "FCM",
             dependencies: [
                 "APNSCore",
-                "APNS",
+                "HTTP2Push",
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import HTTP2Push
 import Logging
 import NIOCore
 import NIOHPACK
@@ -11,17 +12,18 @@ import Synchronization
 ///
 /// Pushes go over ``APNSClientConfiguration/connections`` HTTP/2 connections, each on its own
 /// event loop where the group has several; they stay open and are reused, and sends go to them
-/// in turn. The transport is written on swift-nio-http2 frames (APNSHTTP2Transport.swift says why
-/// and what it keeps); it negotiates HTTP/2 by ALPN and keeps to the stream limit the server
-/// announces. Broadcasts and channel requests, which are few, go through AsyncHTTPClient. The
-/// client knows nothing of orders or workflows: it sends an ``APNSRequest`` and reports what APNs
-/// answered, classified by ``APNSFailureAction``.
+/// in turn. The transport (the `HTTP2Push` module, shared with the FCM client) is written on
+/// swift-nio-http2 frames (HTTP2Transport.swift says why and what it keeps); it negotiates
+/// HTTP/2 by ALPN and keeps to the stream limit the server announces. Broadcasts and channel
+/// requests, which are few, go through AsyncHTTPClient. The client knows nothing of orders or
+/// workflows: it sends an ``APNSRequest`` and reports what APNs answered, classified by
+/// ``APNSFailureAction``.
 ///
 /// Call ``shutdown()`` before the client is released.
 public final class APNSClient: Sendable {
     public let configuration: APNSClientConfiguration
     /// Where pushes go (``send(_:)``).
-    let transport: APNSHTTP2Transport
+    let transport: HTTP2Transport
     /// For the broadcast and channel requests (APNSClient+Broadcast.swift): few, so they keep
     /// AsyncHTTPClient, which connects only when one is made.
     let httpClient: HTTPClient
@@ -35,7 +37,8 @@ public final class APNSClient: Sendable {
     ///
     /// - Parameters:
     ///   - logger: receives debug-level records of sends and info-level records of configuration
-    ///     and credential failures. Metadata keys start with `apns.`; tokens are truncated.
+    ///     and credential failures. Metadata keys start with `apns.` (the transport's, with
+    ///     `http2.`); tokens are truncated.
     ///   - eventLoopGroup: where connections run; by default AsyncHTTPClient's shared group.
     ///   - currentTime: the clock used for provider tokens (injectable for tests).
     ///   - providerTokens: makes the source of provider tokens from the loaded signing key; by
@@ -76,7 +79,7 @@ public final class APNSClient: Sendable {
         self.logger = logger
         // The connections go on different loops of the group (an EventLoop is a group of one):
         // one connection would keep every stream of the endpoint on one thread.
-        self.transport = try APNSHTTP2Transport(
+        self.transport = try HTTP2Transport(
             endpoint: endpoint,
             tlsConfiguration: tls,
             connections: configuration.connections,
@@ -147,7 +150,7 @@ public final class APNSClient: Sendable {
         headers.add(name: "content-type", value: "application/json")
         headers.add(name: "content-length", value: String(request.payload.count))
 
-        let response: APNSHTTP2Response
+        let response: HTTP2Response
         do {
             response = try await self.transport.execute(
                 headers: headers,

@@ -1,4 +1,5 @@
 import Foundation
+import HTTP2Push
 import NIOSSL
 
 extension APNSClientConfiguration {
@@ -13,7 +14,7 @@ extension APNSClientConfiguration {
     }
 
     /// What ``validate()`` checks, with the loaded key and trust roots for the client.
-    func checked() throws -> (signingKey: APNSSigningKey, trustRoots: [NIOSSLCertificate]?, endpoint: APNSHTTP2Transport.Endpoint) {
+    func checked() throws -> (signingKey: APNSSigningKey, trustRoots: [NIOSSLCertificate]?, endpoint: HTTP2Transport.Endpoint) {
         guard maximumConcurrentRequests > 0 else {
             throw APNSConfigurationError(
                 message: "maximumConcurrentRequests is \(maximumConcurrentRequests); it must be at least 1."
@@ -23,7 +24,10 @@ extension APNSClientConfiguration {
             throw APNSConfigurationError(message: "connections is \(connections); it must be at least 1.")
         }
         // Parsed once, here: the transport connects to what this returns.
-        let endpoint = try APNSHTTP2Transport.endpoint(of: environment.baseURL)
+        guard let endpoint = HTTP2Transport.Endpoint(url: environment.baseURL) else {
+            throw APNSConfigurationError(
+                message: "The APNs base URL '\(environment.baseURL)' is not an https:// URL with a host; APNs speaks HTTP/2 over TLS only: use https://host[:port].")
+        }
         let signingKey = try credentials.loadSigningKey()
         guard case .custom(_, let trustRootsPEM?) = environment else { return (signingKey, nil, endpoint) }
         do {

@@ -1,6 +1,6 @@
-import APNS
 import APNSCore
 import Foundation
+import HTTP2Push
 import Logging
 import NIOCore
 import NIOHPACK
@@ -12,9 +12,9 @@ import NIOSSL
 // AsyncHTTPClient each one costs an HTTP/2 stream child channel with its own pipeline and an
 // HTTP/1-style codec, a `Transaction` and a hand-over of the answer's head and body to the task:
 // in a profile of `orderflow-bench delivery` that machinery was most of the client's time, and
-// the client managed a fraction of the APNs client's rate against a comparable stand-in. The APNs
-// client's transport (APNSHTTP2Transport.swift) is written on swift-nio-http2's frames and knows
-// nothing of APNs beyond what it says there; it is shared here, package-visible. What FCM gets
+// the client managed a fraction of the APNs client's rate against a comparable stand-in. The
+// transport the APNs client sends with too (the `HTTP2Push` module) is written on
+// swift-nio-http2's frames and knows no push service (HTTP2Transport.swift). What FCM gets
 // from it: HTTP/2 by ALPN with custom trust roots, the server's stream limit, a deadline per
 // request, GOAWAY and reconnection, cancellation, an idle timeout. FCM (fcm.googleapis.com)
 // speaks HTTP/2; an endpoint that offers only HTTP/1.1 is refused with a transport error.
@@ -25,15 +25,15 @@ extension FCMClient {
     /// The transport and the path messages are posted to.
     static func makeTransport(
         configuration: FCMClientConfiguration, eventLoopGroup: any EventLoopGroup, logger: Logger
-    ) throws -> (APNSHTTP2Transport, String) {
-        guard let endpoint = try? APNSHTTP2Transport.endpoint(of: configuration.baseURL) else {
+    ) throws -> (HTTP2Transport, String) {
+        guard let endpoint = HTTP2Transport.Endpoint(url: configuration.baseURL) else {
             throw FCMConfigurationError(
                 message: "The FCM base URL '\(configuration.baseURL)' is not an https:// URL with a host; leave it at \(FCMClientConfiguration.defaultBaseURL).")
         }
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
         if let trustRoots = try configuration.checkedTrustRoots() { tls.trustRoots = .certificates(trustRoots) }
-        let transport = try APNSHTTP2Transport(
+        let transport = try HTTP2Transport(
             endpoint: endpoint, tlsConfiguration: tls, connections: Self.connections, eventLoopGroup: eventLoopGroup,
             connectTimeout: TimeAmount(configuration.timeouts.connect), idleTimeout: TimeAmount(configuration.timeouts.idleConnection),
             logger: logger)

@@ -1,7 +1,7 @@
-import APNS
 import APNSCore
 import AsyncHTTPClient
 import Foundation
+import HTTP2Push
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -29,7 +29,7 @@ public final class FCMClient: Sendable {
     let logger: Logger
     private let shutDown = Atomic<Bool>(false)
     /// Where messages go (FCMClient+Transport.swift).
-    let transport: APNSHTTP2Transport
+    let transport: HTTP2Transport
     /// `{base path}/v1/projects/{project}/messages:send`.
     let sendPath: String
 
@@ -54,8 +54,9 @@ public final class FCMClient: Sendable {
     ) throws {
         let trustRoots = try configuration.checkedTrustRoots()
         // The same client policy as APNSClient's (TLS 1.2 or later, no redirect followed, no
-        // decompression): change both. Two copies, as FCM and APNS share no networking module
-        // (APNSCore has none) and one for these lines would cost more than it saves.
+        // decompression): change both. Two copies, as the module FCM and APNS share for the
+        // network (HTTP2Push) has no AsyncHTTPClient, and one for these lines would cost more
+        // than it saves.
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
         if let trustRoots { tls.trustRoots = .certificates(trustRoots) }

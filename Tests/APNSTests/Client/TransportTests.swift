@@ -9,8 +9,8 @@ import OrderFlowTesting
 import TestTags
 import Testing
 
-/// The push transport's connection handling (APNSHTTP2Transport.swift): what AsyncHTTPClient
-/// used to give, checked against the stand-in.
+/// The push transport's connection handling (Sources/HTTP2Push), through the APNs client: what
+/// AsyncHTTPClient used to give, checked against the stand-in.
 @Suite("APNs transport: connections, streams, deadlines")
 struct APNSTransportTests {
     @Test("the stand-in restarted on its port: the next send reconnects and succeeds")

@@ -11,20 +11,20 @@ import Synchronization
 /// One request on its way. Created by the caller, which sets ``continuation`` once before
 /// handing it over (through the slot's lock); from then on every field is touched only on the
 /// slot's event loop.
-final class APNSHTTP2PendingRequest: @unchecked Sendable {
+final class HTTP2PendingRequest: @unchecked Sendable {
     enum State {
         /// Handed to the slot, not yet taken in by its loop.
         case submitted
         /// Waiting for a connection or a free stream.
         case waiting
-        case inFlight(HTTP2StreamID, APNSHTTP2ConnectionHandler)
+        case inFlight(HTTP2StreamID, HTTP2ConnectionHandler)
         case done
     }
 
     let headers: HPACKHeaders
     let body: ByteBuffer?
     let deadline: NIODeadline
-    var continuation: CheckedContinuation<APNSHTTP2Response, any Error>?
+    var continuation: CheckedContinuation<HTTP2Response, any Error>?
     var state = State.submitted
     /// Cancelled before its loop took it in.
     var cancelled = false
@@ -45,7 +45,7 @@ final class APNSHTTP2PendingRequest: @unchecked Sendable {
     }
 
     /// Resumes the caller once (on the slot's loop).
-    func finish(_ result: Result<APNSHTTP2Response, any Error>) {
+    func finish(_ result: Result<HTTP2Response, any Error>) {
         guard !self.isDone else { return }
         self.state = .done
         self.timeout?.cancel()
@@ -60,7 +60,7 @@ final class APNSHTTP2PendingRequest: @unchecked Sendable {
 /// current connection (replaced after GOAWAY or a drop), the ones still finishing after GOAWAY.
 /// Requests come in from any thread through ``submit(_:)``, which wakes the loop once per batch;
 /// everything else runs on the loop.
-final class APNSHTTP2ConnectionSlot: @unchecked Sendable {
+final class HTTP2ConnectionSlot: @unchecked Sendable {
     struct Settings: Sendable {
         var host: String
         var port: Int
@@ -76,7 +76,7 @@ final class APNSHTTP2ConnectionSlot: @unchecked Sendable {
     let connectionAttempts = Atomic<Int>(0)
 
     private struct Inbox {
-        var requests: [APNSHTTP2PendingRequest] = []
+        var requests: [HTTP2PendingRequest] = []
         var wakeScheduled = false
         var isShutdown = false
     }
@@ -84,9 +84,9 @@ final class APNSHTTP2ConnectionSlot: @unchecked Sendable {
     private let inbox = Mutex(Inbox())
 
     // Loop-confined state.
-    private var waiting = CircularBuffer<APNSHTTP2PendingRequest>()
+    private var waiting = CircularBuffer<HTTP2PendingRequest>()
     /// The connection new streams go to, once TLS and ALPN are done.
-    private var current: APNSHTTP2ConnectionHandler?
+    private var current: HTTP2ConnectionHandler?
     /// Whether a connection is being made (TCP, TLS, ALPN), and which attempt it is.
     private var isConnecting = false
     private var attempt = 0
@@ -104,7 +104,7 @@ final class APNSHTTP2ConnectionSlot: @unchecked Sendable {
 
     // MARK: From any thread
 
-    func submit(_ request: APNSHTTP2PendingRequest) {
+    func submit(_ request: HTTP2PendingRequest) {
         let (wake, shutDown) = self.inbox.withLock { inbox -> (Bool, Bool) in
             if inbox.isShutdown { return (false, true) }
             inbox.requests.append(request)
@@ -114,14 +114,14 @@ final class APNSHTTP2ConnectionSlot: @unchecked Sendable {
         if shutDown {
             // It never reached the loop: nobody else holds it.
             request.state = .done
-            request.continuation?.resume(throwing: APNSHTTP2TransportError(.shutDown))
+            request.continuation?.resume(throwing: HTTP2TransportError(.shutDown))
             request.continuation = nil
         } else if wake {
             self.eventLoop.execute { self.takeInbox() }
         }
     }
 
-    func cancel(_ request: APNSHTTP2PendingRequest) {
+    func cancel(_ request: HTTP2PendingRequest) {
         self.eventLoop.execute { self.cancelOnLoop(request) }
     }
 
@@ -131,7 +131,7 @@ final class APNSHTTP2ConnectionSlot: @unchecked Sendable {
             self.takeInbox()
             self.isShutdown = true
             self.connectTimeoutTask?.cancel()
-            let error = APNSHTTP2TransportError(.shutDown)
+            let error = HTTP2TransportError(.shutDown)
             while let request = self.waiting.popFirst() { request.finish(.failure(error)) }
             let closes = self.channels.values.map { channel -> EventLoopFuture<Void> in
                 channel.close(promise: nil)
@@ -157,11 +157,11 @@ final class APNSHTTP2ConnectionSlot: @unchecked Sendable {
                 continue
             }
             guard !self.isShutdown else {
-                request.finish(.failure(APNSHTTP2TransportError(.shutDown)))
+                request.finish(.failure(HTTP2TransportError(.shutDown)))
                 continue
             }
             guard request.deadline > now else {
-                request.finish(.failure(APNSHTTP2TransportError(.deadlineExceeded)))
+                request.finish(.failure(HTTP2TransportError(.deadlineExceeded)))
                 continue
             }
             request.state = .waiting
@@ -193,7 +193,7 @@ final class APNSHTTP2ConnectionSlot: @unchecked Sendable {
         }
     }
 
-    private func cancelOnLoop(_ request: APNSHTTP2PendingRequest) {
+    private func cancelOnLoop(_ request: HTTP2PendingRequest) {
         switch request.state {
         case .submitted:
             request.cancelled = true
@@ -207,12 +207,12 @@ final class APNSHTTP2ConnectionSlot: @unchecked Sendable {
         }
     }
 
-    private func expire(_ request: APNSHTTP2PendingRequest) {
+    private func expire(_ request: HTTP2PendingRequest) {
         request.timeout = nil
         if case .inFlight(let streamID, let connection) = request.state {
             connection.reset(streamID, code: .cancel)
         }
-        request.finish(.failure(APNSHTTP2TransportError(.deadlineExceeded)))
+        request.finish(.failure(HTTP2TransportError(.deadlineExceeded)))
     }
 
     private func connect() {
@@ -229,13 +229,13 @@ final class APNSHTTP2ConnectionSlot: @unchecked Sendable {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLClientHandler(context: settings.sslContext, serverHostname: settings.serverHostname))
                     try sync.addHandler(NIOHTTP2Handler(mode: .client))
-                    try sync.addHandler(APNSHTTP2ConnectionHandler(slot: self, attempt: attempt))
+                    try sync.addHandler(HTTP2ConnectionHandler(slot: self, attempt: attempt))
                 }
             }
         // The bootstrap's timeout covers TCP; this one covers TCP, TLS and ALPN.
         self.connectTimeoutTask = self.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(in: settings.connectTimeout) {
             self.connectTimeoutTask = nil
-            self.connectFailed(attempt: attempt, APNSHTTP2TransportError(.connectTimeout))
+            self.connectFailed(attempt: attempt, HTTP2TransportError(.connectTimeout))
         }
         bootstrap.connect(host: settings.host, port: settings.port).assumeIsolatedUnsafeUnchecked().whenComplete { result in
             switch result {
@@ -249,16 +249,16 @@ final class APNSHTTP2ConnectionSlot: @unchecked Sendable {
                 self.channels[id] = channel
                 channel.closeFuture.assumeIsolatedUnsafeUnchecked().whenComplete { _ in self.channels[id] = nil }
             case .failure(let error):
-                let kind: APNSHTTP2TransportError.Kind
+                let kind: HTTP2TransportError.Kind
                 if case .connectTimeout? = error as? ChannelError { kind = .connectTimeout } else { kind = .connectionClosed }
-                self.connectFailed(attempt: attempt, APNSHTTP2TransportError(kind, underlying: error))
+                self.connectFailed(attempt: attempt, HTTP2TransportError(kind, underlying: error))
             }
         }
     }
 
     /// The connection could not be made: the requests waiting for it fail, and the caller
     /// retries with its backoff rather than this loop hammering the endpoint.
-    private func connectFailed(attempt: Int, _ error: APNSHTTP2TransportError) {
+    private func connectFailed(attempt: Int, _ error: HTTP2TransportError) {
         guard self.isConnecting, self.attempt == attempt else { return }
         self.isConnecting = false
         self.attempt += 1  // a channel of this attempt that still shows up is closed
@@ -266,13 +266,13 @@ final class APNSHTTP2ConnectionSlot: @unchecked Sendable {
         self.connectTimeoutTask = nil
         self.connectingChannel?.close(promise: nil)
         self.connectingChannel = nil
-        self.settings.logger.debug("APNs connection failed", metadata: ["apns.error": "\(error)"])
+        self.settings.logger.debug("HTTP/2 connection failed", metadata: ["http2.error": "\(error)"])
         while let request = self.waiting.popFirst() { request.finish(.failure(error)) }
     }
 
     // MARK: Called by the connection handler (on the loop)
 
-    func connectionReady(_ connection: APNSHTTP2ConnectionHandler, attempt: Int, channel: any Channel) {
+    func connectionReady(_ connection: HTTP2ConnectionHandler, attempt: Int, channel: any Channel) {
         guard self.isConnecting, self.attempt == attempt, !self.isShutdown else {
             channel.close(promise: nil)
             return
@@ -287,7 +287,7 @@ final class APNSHTTP2ConnectionSlot: @unchecked Sendable {
 
     /// The connection takes no new streams (GOAWAY, stream ids spent, idle): the next request
     /// opens another.
-    func retire(_ connection: APNSHTTP2ConnectionHandler) {
+    func retire(_ connection: HTTP2ConnectionHandler) {
         if self.current === connection {
             self.current = nil
             self.pump()
@@ -295,9 +295,9 @@ final class APNSHTTP2ConnectionSlot: @unchecked Sendable {
     }
 
     /// The channel closed; `error` is what it failed with if it never became ready.
-    func connectionClosed(_ connection: APNSHTTP2ConnectionHandler, attempt: Int, error: (any Error)?) {
+    func connectionClosed(_ connection: HTTP2ConnectionHandler, attempt: Int, error: (any Error)?) {
         if let error {
-            let failure = (error as? APNSHTTP2TransportError) ?? APNSHTTP2TransportError(.connectionClosed, underlying: error)
+            let failure = (error as? HTTP2TransportError) ?? HTTP2TransportError(.connectionClosed, underlying: error)
             self.connectFailed(attempt: attempt, failure)
             return
         }

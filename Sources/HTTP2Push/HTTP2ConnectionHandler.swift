@@ -9,23 +9,24 @@ import NIOTLS
 import Synchronization
 
 /// The streams of one connection, at the frame level, on its event loop.
-final class APNSHTTP2ConnectionHandler: ChannelInboundHandler {
+final class HTTP2ConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
 
     /// HTTP/2's initial connection receive window, which this side never raises by SETTINGS.
     private static let connectionWindow = 65_535
-    /// Before the server's SETTINGS say otherwise (RFC 9113 sets no limit; APNs sends one).
+    /// Before the server's SETTINGS say otherwise (RFC 9113 sets no limit; servers send one).
     private static let defaultStreamLimit = 100
     private static let lastClientStreamID = Int32.max
 
-    private let slot: APNSHTTP2ConnectionSlot
+    private let slot: HTTP2ConnectionSlot
     private let attempt: Int
     private var context: ChannelHandlerContext?
-    private var streams: [HTTP2StreamID: APNSHTTP2PendingRequest] = [:]
+    private var streams: [HTTP2StreamID: HTTP2PendingRequest] = [:]
     private var nextStreamID: Int32 = 1
     private var serverStreamLimit: Int?
-    /// Whether a request succeeded on this connection: until then APNs allows one stream.
+    /// Whether a request succeeded on this connection: until then it carries one stream
+    /// (HTTP2Transport.swift says why).
     private var hadSuccess = false
     private var ready = false
     private var goingAway = false
@@ -35,7 +36,7 @@ final class APNSHTTP2ConnectionHandler: ChannelInboundHandler {
     private var idleSince: NIODeadline?
     private var idleCheck: Scheduled<Void>?
 
-    init(slot: APNSHTTP2ConnectionSlot, attempt: Int) {
+    init(slot: HTTP2ConnectionSlot, attempt: Int) {
         self.slot = slot
         self.attempt = attempt
     }
@@ -54,7 +55,7 @@ final class APNSHTTP2ConnectionHandler: ChannelInboundHandler {
         return self.streams.count < limit
     }
 
-    func start(_ request: APNSHTTP2PendingRequest) {
+    func start(_ request: HTTP2PendingRequest) {
         guard let context = self.context else { return }
         let streamID = HTTP2StreamID(self.nextStreamID)
         self.nextStreamID += 2
@@ -92,7 +93,7 @@ final class APNSHTTP2ConnectionHandler: ChannelInboundHandler {
             if request.status == nil {
                 guard let text = payload.headers.first(name: ":status"), let status = Int(text) else {
                     self.reset(frame.streamID, code: .protocolError)
-                    request.finish(.failure(APNSHTTP2TransportError(.invalidResponse)))
+                    request.finish(.failure(HTTP2TransportError(.invalidResponse)))
                     return
                 }
                 if (100..<200).contains(status) { return }  // informational: the answer follows
@@ -118,7 +119,7 @@ final class APNSHTTP2ConnectionHandler: ChannelInboundHandler {
         case .goAway(let lastStreamID, let code, _):
             // Streams above lastStreamID are closed by NIO (StreamClosedEvent, failed below);
             // the ones at or below it still get their answers.
-            self.slot.settings.logger.debug("APNs sent GOAWAY", metadata: ["apns.goaway": "\(code)", "apns.last_stream": "\(lastStreamID)"])
+            self.slot.settings.logger.debug("the server sent GOAWAY", metadata: ["http2.goaway": "\(code)", "http2.last_stream": "\(lastStreamID)"])
             self.goingAway = true
             self.slot.retire(self)
             if self.streams.isEmpty { context.close(promise: nil) }
@@ -130,12 +131,12 @@ final class APNSHTTP2ConnectionHandler: ChannelInboundHandler {
     private func complete(_ streamID: HTTP2StreamID) {
         guard let request = self.streams.removeValue(forKey: streamID) else { return }
         guard let status = request.status else {
-            request.finish(.failure(APNSHTTP2TransportError(.invalidResponse)))
+            request.finish(.failure(HTTP2TransportError(.invalidResponse)))
             self.streamEnded()
             return
         }
         if status == 200 { self.hadSuccess = true }
-        request.finish(.success(APNSHTTP2Response(status: status, headers: request.responseHeaders, body: request.responseBody)))
+        request.finish(.success(HTTP2Response(status: status, headers: request.responseHeaders, body: request.responseBody)))
         self.streamEnded()
     }
 
@@ -167,7 +168,7 @@ final class APNSHTTP2ConnectionHandler: ChannelInboundHandler {
         if let event = event as? StreamClosedEvent {
             // A stream closed before its answer ended: reset by the server, or dropped by GOAWAY.
             if let request = self.streams.removeValue(forKey: event.streamID) {
-                request.finish(.failure(APNSHTTP2TransportError(.streamReset(event.reason ?? .cancel))))
+                request.finish(.failure(HTTP2TransportError(.streamReset(event.reason ?? .cancel))))
                 self.streamEnded()
             }
         } else if let event = event as? NIOHTTP2WindowUpdatedEvent, event.streamID == .rootStream,
@@ -183,7 +184,7 @@ final class APNSHTTP2ConnectionHandler: ChannelInboundHandler {
                 self.becameIdle()
                 self.slot.connectionReady(self, attempt: self.attempt, channel: context.channel)
             } else {
-                self.failure = APNSHTTP2TransportError(.noHTTP2(negotiated: negotiated))
+                self.failure = HTTP2TransportError(.noHTTP2(negotiated: negotiated))
                 context.close(promise: nil)
             }
         }
@@ -194,7 +195,7 @@ final class APNSHTTP2ConnectionHandler: ChannelInboundHandler {
         if let streamError = error as? NIOHTTP2Errors.StreamError {
             // NIO reset that stream; only its request fails.
             if let request = self.streams.removeValue(forKey: streamError.streamID) {
-                request.finish(.failure(APNSHTTP2TransportError(.streamReset(.protocolError), underlying: streamError)))
+                request.finish(.failure(HTTP2TransportError(.streamReset(.protocolError), underlying: streamError)))
                 self.streamEnded()
             }
             return
@@ -206,7 +207,7 @@ final class APNSHTTP2ConnectionHandler: ChannelInboundHandler {
     func channelInactive(context: ChannelHandlerContext) {
         self.idleCheck?.cancel()
         self.idleCheck = nil
-        let error = APNSHTTP2TransportError(.connectionClosed, underlying: self.failure)
+        let error = HTTP2TransportError(.connectionClosed, underlying: self.failure)
         let requests = self.streams.values
         self.streams = [:]
         for request in requests { request.finish(.failure(error)) }
@@ -214,7 +215,7 @@ final class APNSHTTP2ConnectionHandler: ChannelInboundHandler {
         context.fireChannelInactive()
     }
 
-    /// Closes the connection after ``APNSHTTP2ConnectionSlot/Settings/idleTimeout`` without streams.
+    /// Closes the connection after ``HTTP2ConnectionSlot/Settings/idleTimeout`` without streams.
     private func becameIdle() {
         guard let context = self.context else { return }
         let now = NIODeadline.now()
