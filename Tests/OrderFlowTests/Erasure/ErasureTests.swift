@@ -88,7 +88,7 @@ struct ErasureTests {
         var shapeBefore = try await Self.shape(h.pool)
         // The history's Android messages are rendered on read: from the customer's values now…
         let androidBefore = "\(try await h.engine.history("E1").transitions.map(\.android))"
-        #expect(androidBefore.contains("ZQ7781"), androidBefore)
+        #expect(androidBefore.contains("ZQ7781"), "\(androidBefore)")
 
         // A live order is refused and left as it was.
         let liveBefore = try await TableContents.read(h.fixture.database)
