@@ -353,7 +353,7 @@ with sync_playwright() as playwright:
             expect(shade.locator(".segment.done")).to_have_count(2)
             tracker = shade.locator(".tracker")
             expect(tracker).to_have_attribute("data-icon", "ic_food_bag")
-            expect(tracker).to_have_attribute("style", "left: 50%")
+            assert tracker.evaluate("(point) => point.style.left") == "50%", "the point is at ready, half way"
             expect(shade.locator(".live-update-kind")).to_have_text("· Live Update")
             expect(shade.locator(".caption")).to_have_text(re.compile(r"^As sent to Android at .* \(update, transition \d+\)$"))
             # The Lock Screen card is still drawn from the iPhone's pushes, beside it.

@@ -24,6 +24,8 @@ function element(tag, attributes = {}, ...children) {
   for (const [name, value] of Object.entries(attributes)) {
     if (value === undefined || value === null || value === false) continue;
     if (name === "class") node.className = value;
+    // Through the CSSOM: the board's Content-Security-Policy refuses style attributes.
+    else if (name === "style") for (const [property, setting] of Object.entries(value)) node.style.setProperty(property, setting);
     else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
     else node.setAttribute(name, value === true ? "" : value);
   }
@@ -199,14 +201,14 @@ function progressBar(message) {
     start += segment.length;
     return element("span", {
       class: `segment${reached ? " done" : ""}`, "data-color": segment.color,
-      style: `flex-grow: ${segment.length};${segment.color ? ` --segment: ${segment.color};` : ""}`,
+      style: segment.color ? { "flex-grow": String(segment.length), "--segment": segment.color } : { "flex-grow": String(segment.length) },
     });
   });
   return element("div", {
     class: "segments", role: "img", "data-progress": String(progress),
     "aria-label": `at ${progress} of ${total}, ${segments.length} segments`,
   }, drawn, element("span", {
-    class: "tracker", style: `left: ${(100 * progress) / total}%`, title: message.icon ? `tracker icon ${message.icon}` : "tracker",
+    class: "tracker", style: { left: `${(100 * progress) / total}%` }, title: message.icon ? `tracker icon ${message.icon}` : "tracker",
     "data-icon": message.icon,
   }));
 }
