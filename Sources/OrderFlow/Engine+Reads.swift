@@ -13,15 +13,33 @@ extension OrderFlowEngine {
         }
     }
 
-    /// Every transition of an order, and every push attempt made for it.
+    /// Every transition of an order, each with the Android data message it renders, and every
+    /// push attempt made for it.
     public func history(_ orderID: String) async throws -> OrderHistory {
         try await translatingErrors {
             try Self.validateIdentifier(orderID, what: "order id")
             let snapshot = try await orderSnapshot(orderID)
-            let transitions = try await orderStore.transitions(orderID: orderID)
+            var transitions = try await orderStore.transitions(orderID: orderID)
             let deliveries = try await orderStore.deliveries(orderID: orderID)
+            let workflow = try await workflow(of: snapshot)
+            for index in transitions.indices {
+                transitions[index].android = Self.android(of: transitions[index], after: index > 0 ? transitions[index - 1] : nil,
+                                                          order: snapshot, workflow: workflow)
+            }
             return OrderHistory(order: snapshot, transitions: transitions, deliveries: deliveries)
         }
+    }
+
+    /// The data message the worker sends an Android phone for `transition` alone, rendered from
+    /// the stored rendering as the worker renders it: a redacted order's from its redactions.
+    /// Nil when it cannot be rendered (the worker recorded that delivery as a dead letter).
+    static func android(of transition: TransitionRecord, after previous: TransitionRecord?, order: OrderSnapshot,
+                        workflow: Workflow) -> [String: String]?
+    {
+        let stored = transition.rendered
+        return try? workflow.renderAndroid(
+            stored, alert: stored.alert, priority: stored.priority, previous: previous?.rendered, order: order.orderID,
+            attributes: order.attributes, input: transition.input).data
     }
 
     /// Orders filtered by workflow and state, in order-id order, a page at a time.

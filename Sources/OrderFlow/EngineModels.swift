@@ -90,6 +90,10 @@ public struct TransitionRecord: Sendable, Hashable, Codable {
     public var actor: String?
     public var idempotencyKey: String?
     public var occurredAt: Date
+    /// The FCM data message the transition renders for Android phones, as sent (keys are
+    /// `AndroidData`'s); filled by ``OrderFlowEngine/history(_:)``, nil elsewhere and where it
+    /// cannot be rendered.
+    public var android: [String: String]? = nil
 }
 
 /// The outcome of `advance`.

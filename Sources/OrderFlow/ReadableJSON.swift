@@ -36,6 +36,8 @@ extension TransitionRecord {
         public var priority: Int
         /// The `aps` dictionary this transition renders, exactly as APNs receives it.
         public var aps: JSONValue
+        /// The FCM data message it renders for Android phones, as sent (in histories).
+        public var android: [String: String]?
     }
 
     /// This entry with readable times, and the APNs payload it renders beside them.
@@ -50,7 +52,8 @@ extension TransitionRecord {
             seq: seq, from: from, to: to, event: event, input: input, actor: actor, idempotencyKey: idempotencyKey,
             occurredAt: occurredAt, content: workflow.readableContent(rendered.content), alert: rendered.alert,
             staleDate: rendered.staleDate.map(seconds), dismissalDate: rendered.dismissalDate.map(seconds),
-            relevanceScore: rendered.relevanceScore, priority: rendered.priority, aps: payload.json["aps"] ?? .null)
+            relevanceScore: rendered.relevanceScore, priority: rendered.priority, aps: payload.json["aps"] ?? .null,
+            android: android)
     }
 }
 

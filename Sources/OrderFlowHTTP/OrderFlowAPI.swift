@@ -451,7 +451,8 @@ struct OrderFlowAPI: APIProtocol {
         .init(seq: record.seq, from: record.from, to: record.to, event: record.event, input: try object(record.input),
               actor: record.actor, occurredAt: record.occurredAt, content: try object(record.content), staleDate: record.staleDate,
               dismissalDate: record.dismissalDate, relevanceScore: record.relevanceScore,
-              priority: record.priority >= 10 ? ._10 : ._5, aps: try object(record.aps))
+              priority: record.priority >= 10 ? ._10 : ._5, aps: try object(record.aps),
+              android: record.android.map { .init(additionalProperties: $0) })
     }
 
     static func activity(_ activity: ActivityInfo) -> Components.Schemas.Activity {

@@ -322,7 +322,8 @@ with sync_playwright() as playwright:
     def android_card():
         # The history as the worker records it once an Android phone follows the order too: one
         # more push, through FCM (`platform: "android"`), of the same transition. Served in place
-        # of the real one while the preview is opened again.
+        # of the real one while the preview is opened again. The transitions are the server's:
+        # each carries the Android data message it renders (`android`), the card draws from it.
         real = page.request.get(f"{ORIGIN}/v1/orders/1044/history")
         assert real.ok, f"GET the history of 1044: {real.status}"
         history = real.json()
@@ -331,6 +332,12 @@ with sync_playwright() as playwright:
         android = dict(sent[-1], id=max(d["id"] for d in history["deliveries"]) + 1, device="anna-pixel",
                        platform="android", token_kind="fcm")
         history["deliveries"].append(android)
+        message = next(t for t in history["transitions"] if t["seq"] == android["seq"]).get("android")
+        assert message, "the history's transition carries no Android message"
+        # food-order's `android:` sections: grey by default, ready green with the chip "Ready",
+        # out for delivery blue; the point at ready, the third of four segments.
+        assert message["segments"] == "100:#9E9E9E,100:#9E9E9E,100:#4CAF50,100:#2196F3", message["segments"]
+        assert message["progress"] == "200" and message["chip"] == "Ready" and message["title"] == "Order 1044 is ready", message
         preview = page.locator("#preview")
         page.route("**/v1/orders/1044/history", lambda route: route.fulfill(json=history))
         try:
@@ -339,10 +346,16 @@ with sync_playwright() as playwright:
             shade = preview.locator(".android-screen")
             expect(shade.locator(".live-update-title")).to_have_text("Order 1044 is ready", timeout=10_000)
             expect(shade.locator(".live-update-text")).to_have_text("Your order is ready.")
-            expect(shade.locator(".segments")).to_have_attribute("aria-label", "stage 3 of 4")
+            expect(shade.locator(".chip-text")).to_have_text("Ready")
+            expect(shade.locator(".segments")).to_have_attribute("aria-label", "at 200 of 400, 4 segments")
+            colors = shade.locator(".segment").evaluate_all("(spans) => spans.map((s) => getComputedStyle(s).backgroundColor)")
+            assert colors == ["rgb(158, 158, 158)", "rgb(158, 158, 158)", "rgb(76, 175, 80)", "rgb(33, 150, 243)"], colors
             expect(shade.locator(".segment.done")).to_have_count(2)
-            expect(shade.locator(".segment.current")).to_have_count(1)
+            tracker = shade.locator(".tracker")
+            expect(tracker).to_have_attribute("data-icon", "ic_food_bag")
+            assert tracker.evaluate("(point) => point.style.left") == "50%", "the point is at ready, half way"
             expect(shade.locator(".live-update-kind")).to_have_text("· Live Update")
+            expect(shade.locator(".caption")).to_have_text(re.compile(r"^As sent to Android at .* \(update, transition \d+\)$"))
             # The Lock Screen card is still drawn from the iPhone's pushes, beside it.
             expect(preview.locator(".activity-headline")).to_have_text("Ready")
             expect(preview.locator(".push-device", has_text="Android · anna-pixel")).to_have_count(1)

@@ -140,6 +140,10 @@ struct HTTPAPITests {
             #expect((order.json["order"] as? [String: Any])?["state"] as? String == "ready", "\(order.body)")
             let history = try await call(client, .get, "/v1/orders/1042/history", headers: harness.headers())
             #expect((history.json["transitions"] as? [[String: Any]])?.map { $0["to"] as? String } == ["received", "in_progress", "ready"])
+            // Each transition carries the Android data message it renders, as the engine's history has it.
+            let engineHistory = try await harness.fixture.engine.history("1042")
+            let android = (history.json["transitions"] as? [[String: Any]])?.map { $0["android"] as? [String: String] }
+            #expect(android == engineHistory.transitions.map(\.android) && android?.last??["chip"] == "Ready", "\(history.body)")
             let list = try await call(client, .get, "/v1/orders?state=ready&limit=10", headers: harness.headers())
             #expect((list.json["orders"] as? [[String: Any]])?.count == 1, "\(list.body)")
 

@@ -68,15 +68,10 @@ extension ActivityMerge {
         var planned = PlannedAndroidMessage(
             message: nil, renderFailure: nil, token: token, event: stored.event, seq: order.seq, merged: max(window.count, 1),
             priority: priority, timestamp: stored.timestamp, alertTitle: alert?.title.loggedText, occurredAt: newest.occurredAt)
-        let update = RenderedActivityUpdate(
-            event: stored.event, state: stored.state, contentState: stored.content, alert: alert,
-            staleDate: stored.staleDate.map { Date(timeIntervalSince1970: TimeInterval($0)) },
-            relevanceScore: stored.relevanceScore, priority: priority, dismissal: Self.dismissal(of: stored),
-            timestamp: Date(timeIntervalSince1970: TimeInterval(stored.timestamp)))
         do {
             let rendered = try workflow.renderAndroid(
-                update, from: previous?.rendered.state, order: order.orderID, attributes: order.attributes,
-                input: newest.input ?? .object([:]), previous: previous?.rendered.content)
+                stored, alert: alert, priority: priority, previous: previous?.rendered, order: order.orderID,
+                attributes: order.attributes, input: newest.input)
             planned.message = FCMMessage(
                 token: token, data: rendered.data, priority: rendered.priority == .high ? .high : .normal,
                 collapseKey: rendered.collapseKey, timeToLive: rendered.ttl.seconds)
@@ -84,12 +79,5 @@ extension ActivityMerge {
             planned.renderFailure = String("cannot render the Android message: \(error)".prefix(300))
         }
         return planned
-    }
-
-    /// How an end is dismissed, read back from the stored `dismissal-date`.
-    static func dismissal(of stored: StoredRendering) -> Dismissal? {
-        guard stored.isEnd else { return nil }
-        guard let date = stored.dismissalDate else { return .systemDefault }
-        return date <= stored.timestamp ? .immediate : .after(WorkflowDuration(seconds: date - stored.timestamp))
     }
 }

@@ -931,6 +931,30 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Transition/aps`.
             internal var aps: Components.Schemas.JSONObject
+            /// In a history: the FCM data message this transition renders for Android phones, exactly as sent (every value a string; keys in docs/android.md). Absent where it cannot be rendered.
+            ///
+            /// - Remark: Generated from `#/components/schemas/Transition/android`.
+            internal struct AndroidPayload: Codable, Hashable, Sendable {
+                /// A container of undocumented properties.
+                internal var additionalProperties: [String: Swift.String]
+                /// Creates a new `AndroidPayload`.
+                ///
+                /// - Parameters:
+                ///   - additionalProperties: A container of undocumented properties.
+                internal init(additionalProperties: [String: Swift.String] = .init()) {
+                    self.additionalProperties = additionalProperties
+                }
+                internal init(from decoder: any Swift.Decoder) throws {
+                    additionalProperties = try decoder.decodeAdditionalProperties(knownKeys: [])
+                }
+                internal func encode(to encoder: any Swift.Encoder) throws {
+                    try encoder.encodeAdditionalProperties(additionalProperties)
+                }
+            }
+            /// In a history: the FCM data message this transition renders for Android phones, exactly as sent (every value a string; keys in docs/android.md). Absent where it cannot be rendered.
+            ///
+            /// - Remark: Generated from `#/components/schemas/Transition/android`.
+            internal var android: Components.Schemas.Transition.AndroidPayload?
             /// Creates a new `Transition`.
             ///
             /// - Parameters:
@@ -947,6 +971,7 @@ extension Components {
             ///   - relevanceScore:
             ///   - priority:
             ///   - aps: The APNs payload's `aps` this transition renders, exactly as APNs receives it.
+            ///   - android: In a history: the FCM data message this transition renders for Android phones, exactly as sent (every value a string; keys in docs/android.md). Absent where it cannot be rendered.
             internal init(
                 seq: Swift.Int,
                 from: Swift.String? = nil,
@@ -960,7 +985,8 @@ extension Components {
                 dismissalDate: Foundation.Date? = nil,
                 relevanceScore: Swift.Double? = nil,
                 priority: Components.Schemas.Transition.PriorityPayload,
-                aps: Components.Schemas.JSONObject
+                aps: Components.Schemas.JSONObject,
+                android: Components.Schemas.Transition.AndroidPayload? = nil
             ) {
                 self.seq = seq
                 self.from = from
@@ -975,6 +1001,7 @@ extension Components {
                 self.relevanceScore = relevanceScore
                 self.priority = priority
                 self.aps = aps
+                self.android = android
             }
             internal enum CodingKeys: String, CodingKey {
                 case seq
@@ -990,6 +1017,7 @@ extension Components {
                 case relevanceScore = "relevance_score"
                 case priority
                 case aps
+                case android
             }
         }
         /// - Remark: Generated from `#/components/schemas/AdvanceResult`.

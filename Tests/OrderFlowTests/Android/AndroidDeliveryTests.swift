@@ -222,4 +222,32 @@ struct AndroidDeliveryTests {
         #expect(try stored.decode("n", as: Int.self) == 1)
         await a.shutdown()
     }
+
+    @Test func theHistoryShowsEachTransitionsMessageAsItWasSent() async throws {
+        let a = try await AndroidDeliveryHarness.make()
+        let token = LocalFCMServer.registrationToken(10)
+        try await a.androidOrder("o10", token: token)
+        let running = a.start(a.configuration())
+        try await a.fcm.waitForMessages(count: 1)
+        for (count, target) in [(2, "accept"), (3, "ready"), (4, "dispatch")] {
+            _ = try await a.engine.advance("o10", to: target, input: target == "dispatch" ? ["driver": "Mia", "eta": "+10m"] : [:])
+            try await a.fcm.waitForMessages(count: count)
+        }
+        try await running.stop()
+
+        let history = try await a.engine.history("o10")
+        let sent = history.deliveries.filter { $0.platform == "android" && $0.outcome == .sent }.sorted { $0.id < $1.id }
+        let messages = a.messages(token)
+        #expect(sent.map(\.merged) == [1, 1, 1, 1] && messages.count == 4, "one transition per message")
+        for (delivery, message) in zip(sent, messages) {
+            let transition = try #require(history.transitions.first { $0.seq == delivery.seq })
+            #expect(transition.android == message.data, "transition \(transition.seq): the history's message is the one FCM received")
+        }
+        // The workflow's `android:` overrides are in it: ready's colour and chip.
+        let ready = try #require(history.transitions.first { $0.to == "ready" }?.android)
+        #expect(ready["chip"] == "Ready" && ready["segments"] == "100:#9E9E9E,100:#9E9E9E,100:#4CAF50,100:#2196F3" && ready["progress"] == "200")
+        // Another merchant reads no history of it.
+        await #expect(throws: OrderFlowError.self) { try await a.engine.forMerchant("elsewhere").history("o10") }
+        await a.shutdown()
+    }
 }

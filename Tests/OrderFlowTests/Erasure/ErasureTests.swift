@@ -86,6 +86,9 @@ struct ErasureTests {
             #expect(try await !Self.columnsHolding(value, in: h.fixture.database).isEmpty, "seeded: \(value.prefix(12))")
         }
         var shapeBefore = try await Self.shape(h.pool)
+        // The history's Android messages are rendered on read: from the customer's values now…
+        let androidBefore = "\(try await h.engine.history("E1").transitions.map(\.android))"
+        #expect(androidBefore.contains("ZQ7781"), "\(androidBefore)")
 
         // A live order is refused and left as it was.
         let liveBefore = try await TableContents.read(h.fixture.database)
@@ -118,6 +121,10 @@ struct ErasureTests {
         #expect(try await h.pendingCommands() == 0, "the deferred end is not sent after the redaction")
         let history = try await h.engine.history("E1")
         #expect(history.transitions.count == 5 && history.deliveries.allSatisfy { $0.deviceID == "(forgotten)" })
+        // …and from the redactions once the order is redacted.
+        let androidAfter = history.transitions.compactMap(\.android)
+        #expect(androidAfter.count == 5 && androidAfter.last?["title"] == "(redacted)", "\(androidAfter)")
+        for value in erased { #expect(!"\(androidAfter)".contains(value), "\(value.prefix(12))… in the Android messages") }
 
         // Erasing again: an unknown device; a redaction changes nothing more.
         let again = try await TableContents.read(h.fixture.database)

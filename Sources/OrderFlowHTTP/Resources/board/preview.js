@@ -24,6 +24,8 @@ function element(tag, attributes = {}, ...children) {
   for (const [name, value] of Object.entries(attributes)) {
     if (value === undefined || value === null || value === false) continue;
     if (name === "class") node.className = value;
+    // Through the CSSOM: the board's Content-Security-Policy refuses style attributes.
+    else if (name === "style") for (const [property, setting] of Object.entries(value)) node.style.setProperty(property, setting);
     else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
     else node.setAttribute(name, value === true ? "" : value);
   }
@@ -47,7 +49,7 @@ export function pushedState(history, platform = "ios") {
   const transition = history.transitions.find((candidate) => candidate.seq === last.seq) ?? carried.at(-1);
   if (!transition) return null;
   const alerted = [...carried].reverse().find((candidate) => candidate.aps?.alert);
-  return { delivery: last, transition, alert: alerted?.aps?.alert ?? null };
+  return { delivery: last, transition, carried, alert: alerted?.aps?.alert ?? null };
 }
 
 /// Draws the preview into `panel`. Returns when it should be drawn again by itself (the pushed
@@ -139,55 +141,83 @@ export function renderPreview(panel, history, workflow, close) {
           element("span", { class: "push-outcome" }, outcomeText(delivery)),
           element("span", { class: "push-device" }, `${platformOf(delivery) === "android" ? "Android · " : ""}${delivery.device} · transition ${delivery.seq}${delivery.merged > 1 ? ` (${delivery.merged} merged)` : ""}`)))));
 
-  panel.replaceChildren(heading, element("div", { class: "preview-body" }, screen, android ? liveUpdate(android, history, workflow) : null, timeline));
+  panel.replaceChildren(heading, element("div", { class: "preview-body" }, screen, android ? liveUpdate(android, history) : null, timeline));
   return redrawAt;
 }
 
 /// The Android phone's notification shade: the order's Live Update as Android draws a promoted
-/// ProgressStyle notification. The board does not receive the Android message itself, so this
-/// mirrors what OrderFlow derives by default from the same transitions: the title is the newest
-/// alert's title, else the state's name in words; the text is the content's message, else the
-/// alert's body; the time is the content's `eta`. A workflow's `android:` title, text, chip,
-/// icon and colours, and its progress path, are not in what the board fetches: the bar counts
-/// the stages as the Lock Screen card does, and the status-bar chip counts down to the ETA.
-function liveUpdate({ delivery, transition, alert }, history, workflow) {
+/// ProgressStyle notification from the FCM data message it was sent — the newest message among
+/// the transitions that delivery carried (the history shows each transition's), as the worker
+/// merges them: its title, text, segments with their colours, the point, the status-bar chip
+/// and the time (`when`), the workflow's `android:` overrides included.
+function liveUpdate({ delivery, carried }, history) {
   const order = history.order;
   const app = String(order.attributes?.merchantName ?? order.workflow);
-  const content = transition.content ?? {};
-  const ended = delivery.event === "end";
-  const eta = isDate(content.eta) ? content.eta : null;
-  const text = typeof content.message === "string" && content.message !== "" ? content.message
-    : Object.values(content).find((value) => typeof value === "string" && value.includes(" ") && !isTime(value))
-    ?? (alert?.body ? alertText(alert.body) : null);
-  const stages = workflow.states.filter((state) => !workflow.final_states.includes(state));
-  const position = stages.indexOf(transition.to);
-  const finished = workflow.final_states.includes(transition.to);
-  const counting = eta && !ended && Date.parse(eta) > Date.now();
+  const caption = `As sent to Android at ${clockSeconds(delivery.attempted_at)} (${delivery.event}, transition ${delivery.seq})`;
+  const message = [...carried].reverse().find((transition) => transition.android)?.android;
+  if (!message) {
+    return element("div", { class: "android-screen", "aria-label": "Android Live Update as shown in the notification shade" },
+      element("p", { class: "nothing" }, "The history does not show the message this Android phone was sent."),
+      element("p", { class: "caption" }, caption));
+  }
+  const ended = message.event === "end";
+  const when = /^\d+$/.test(message.when ?? "") ? Number(message.when) : null;
+  const counting = when !== null && !ended && when > Date.now();
+  const title = message.title ?? message.title_loc_key ?? humanize(message.state);
+  const text = message.text ?? message.text_loc_key ?? null;
   return element("div", { class: "android-screen", "aria-label": "Android Live Update as shown in the notification shade" },
     element("p", { class: "status-bar" },
       element("span", {}, clock(Date.now())),
       ended ? null : element("span", { class: "chip", title: "The status-bar chip" },
         element("span", { class: "chip-icon", "aria-hidden": "true" }, app.charAt(0).toUpperCase()),
-        counting ? relative(eta).replace(/^in /, "") : null)),
+        message.chip ? element("span", { class: "chip-text" }, message.chip)
+          : counting ? element("span", { class: "chip-text" }, relative(when).replace(/^in /, "")) : null)),
     element("section", { class: `live-update${ended ? " ended" : ""}` },
       element("div", { class: "live-update-top" },
         element("span", { class: "app-icon tiny", "aria-hidden": "true" }, app.charAt(0).toUpperCase()),
         element("span", {}, app),
         element("span", { class: "live-update-kind" }, ended ? "· notification" : "· Live Update"),
-        eta ? element("span", { class: "live-update-when" }, counting ? relative(eta) : clock(eta)) : null),
-      element("p", { class: "live-update-title" }, alert?.title ? alertText(alert.title) : humanize(transition.to)),
-      text ? element("p", { class: "live-update-text" }, String(text)) : null,
-      stages.length > 1 ? element("div", {
-        class: `segments${finished ? " finished" : ""}`, role: "img",
-        "aria-label": finished ? `finished, ${stages.length} stages` : `stage ${position + 1} of ${stages.length}`,
-      }, stages.map((state, index) => element("span", {
-        class: finished || index < position ? "segment done" : index === position ? "segment current" : "segment",
-      }))) : null,
-      ended ? element("p", { class: "badge" }, transition.dismissal_date
-        ? `Ended · leaves the shade at ${clock(transition.dismissal_date)}` : "Ended") : null),
-    element("p", { class: "caption" },
-      `As sent to Android at ${clockSeconds(delivery.attempted_at)} (${delivery.event}, transition ${transition.seq}); ` +
-      "the workflow's android: title, text, chip and colours are not shown here"));
+        when !== null ? element("span", { class: "live-update-when" }, counting ? relative(when) : clock(when)) : null),
+      element("p", { class: "live-update-title" }, title),
+      text ? element("p", { class: "live-update-text" }, text) : null,
+      progressBar(message),
+      ended ? element("p", { class: "badge" }, endText(message)) : null),
+    element("p", { class: "caption" }, caption));
+}
+
+/// The ProgressStyle bar of a data message: `segments` (`length[:#RRGGBB]`, in order) and the
+/// point at `progress`, in the segments' units; the tracker is the message's `icon`.
+function progressBar(message) {
+  const segments = String(message.segments ?? "").split(",").map((part) => {
+    const [length, color] = part.split(":");
+    return { length: Number(length), color: /^#[0-9A-Fa-f]{6}$/.test(color ?? "") ? color : null };
+  }).filter((segment) => segment.length > 0);
+  if (segments.length === 0) return null;
+  const total = segments.reduce((sum, segment) => sum + segment.length, 0);
+  const progress = Math.min(Math.max(Number(message.progress) || 0, 0), total);
+  let start = 0;
+  const drawn = segments.map((segment) => {
+    const reached = start < progress;
+    start += segment.length;
+    return element("span", {
+      class: `segment${reached ? " done" : ""}`, "data-color": segment.color,
+      style: segment.color ? { "flex-grow": String(segment.length), "--segment": segment.color } : { "flex-grow": String(segment.length) },
+    });
+  });
+  return element("div", {
+    class: "segments", role: "img", "data-progress": String(progress),
+    "aria-label": `at ${progress} of ${total}, ${segments.length} segments`,
+  }, drawn, element("span", {
+    class: "tracker", style: { left: `${(100 * progress) / total}%` }, title: message.icon ? `tracker icon ${message.icon}` : "tracker",
+    "data-icon": message.icon,
+  }));
+}
+
+/// How an ended Live Update leaves the shade, as the message's `dismiss` says.
+function endText(message) {
+  if (message.dismiss === "now") return "Ended · removed from the shade";
+  if (message.dismiss === "at" && /^\d+$/.test(message.dismiss_at ?? "")) return `Ended · leaves the shade at ${clock(Number(message.dismiss_at))}`;
+  return "Ended";
 }
 
 function outcomeText(delivery) {
@@ -204,7 +234,7 @@ function alertText(value) {
 }
 
 function relative(date) {
-  const minutes = Math.round((Date.parse(date) - Date.now()) / 60000);
+  const minutes = Math.round((new Date(date).getTime() - Date.now()) / 60000);
   if (minutes === 0) return "now";
   return minutes > 0 ? `in ${minutes} min` : `${-minutes} min ago`;
 }
