@@ -1,0 +1,60 @@
+import Crypto
+import Foundation
+import LocalAPNS
+import LocalFCM
+import OrderFlow
+
+/// The two stand-ins the demo's worker sends to: APNs for the iPhones, FCM for the Android
+/// phone. Both check and record what they receive; nothing leaves this machine.
+struct DemoStandIns: Sendable {
+    let apns: LocalAPNSServer
+    let fcm: LocalFCMServer
+    /// The APNs stand-in trusts this run's signing key, made in memory and never shown.
+    let signingKey: P256.Signing.PrivateKey
+    /// Seals the demo merchant's Firebase service account for this run only: made in memory,
+    /// never shown, and the project is removed again at the end (``finish(engine:merchantID:)``),
+    /// so no key sealed under it stays in the database.
+    let masterKey: MasterKey
+
+    static let projectID = "orderflow-demo"
+
+    /// Starts both; when the second cannot start, the first is stopped again.
+    static func start() async throws -> DemoStandIns {
+        let signingKey = P256.Signing.PrivateKey()
+        let apns = try LocalAPNSServer(configuration: .init(
+            signingKeys: [.init(keyID: Demo.keyID, teamID: Demo.teamID, publicKey: signingKey.publicKey)],
+            acceptedBundleIDs: [Demo.bundleID]))
+        try await apns.start()
+        do {
+            let fcm = try LocalFCMServer()
+            try await fcm.start()
+            let masterKey = MasterKey(bytes: Data((0..<MasterKey.byteCount).map { _ in UInt8.random(in: 0...255) }))
+            return DemoStandIns(apns: apns, fcm: fcm, signingKey: signingKey, masterKey: masterKey)
+        } catch {
+            try? await apns.stop()
+            throw error
+        }
+    }
+
+    /// Gives the demo merchant a Firebase project whose service account the FCM stand-in trusts.
+    func giveFirebaseProject(engine: OrderFlowEngine, merchantID: String) async throws {
+        let account = try fcm.makeServiceAccount(projectID: Self.projectID, accountName: "orderflow-demo")
+        do {
+            _ = try await engine.addMerchant(merchantID, name: "OrderFlow demo")
+        } catch let error as OrderFlowError where error.code == .alreadyExists {}
+        do {
+            try await engine.setFCMServiceAccount(merchantID: merchantID, serviceAccountJSON: account.json, masterKey: masterKey)
+        } catch let error as OrderFlowError where error.code == .invalidConfiguration {
+            throw DemoError(.failed, "cannot give the demo merchant a Firebase project: \(error.message)",
+                            remedy: "run the demo on a scratch database (ORDERFLOW_DATABASE_URL=…) beside merchants whose keys are sealed")
+        }
+    }
+
+    /// Removes the demo merchant's Firebase project (its key is sealed under a key this run
+    /// forgets) and stops both stand-ins.
+    func finish(engine: OrderFlowEngine?, merchantID: String) async {
+        if let engine { _ = try? await engine.removeFCMServiceAccount(merchantID: merchantID) }
+        try? await fcm.stop()
+        try? await apns.stop()
+    }
+}
