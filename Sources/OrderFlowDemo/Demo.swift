@@ -71,7 +71,7 @@ public struct Demo: Sendable {
         do {
             host = try makeHost(database: database, merchantID: merchantID, standIns: standIns)
         } catch {
-            await standIns.finish(engine: nil, merchantID: merchantID)
+            await standIns.finish(database: nil, merchantID: merchantID)
             throw error
         }
         let report: DemoReport
@@ -83,12 +83,12 @@ public struct Demo: Sendable {
             report = try await drive(host: host, standIns: standIns, merchantID: merchantID, began: began)
         } catch {
             await host.shutdown()
-            await standIns.finish(engine: host.engine, merchantID: merchantID)
+            await standIns.finish(database: database, merchantID: merchantID)
             throw error
         }
         output.write(report.lines(output.terminal))
         if let problem = report.problem {
-            await standIns.finish(engine: host.engine, merchantID: merchantID)
+            await standIns.finish(database: database, merchantID: merchantID)
             throw DemoError(.failed, problem)
         }
         if let keepServing {
@@ -98,11 +98,11 @@ public struct Demo: Sendable {
                 let group = ServiceGroup(services: [host] + services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
                 try await group.run()
             } catch {
-                await standIns.finish(engine: host.engine, merchantID: merchantID)
+                await standIns.finish(database: database, merchantID: merchantID)
                 throw error
             }
         }
-        await standIns.finish(engine: host.engine, merchantID: merchantID)
+        await standIns.finish(database: database, merchantID: merchantID)
     }
 
     /// The host with the stand-ins as its APNs and FCM endpoints, serving the demo's merchant

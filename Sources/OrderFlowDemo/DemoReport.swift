@@ -105,6 +105,10 @@ struct DemoReport: Sendable {
             + terminal.styled(" · \(Formatting.escaped(snapshot.workflow)) · \(attributesLine(snapshot.attributes))", .dim))
         lines.append("  " + order.story)
         for activity in order.activities {
+            if let android, activity.deviceID == android.device {
+                lines.append(android.deviceLine(terminal))
+                continue
+            }
             let tokens = holders.filter { $0.value.device == activity.deviceID }
                 .sorted { $0.value.kind > $1.value.kind }
                 .map { "\($0.value.kind) token \(Formatting.maskedToken($0.key))" }

@@ -250,7 +250,8 @@ struct DemoScript: Sendable {
             starts: all.filter { cast.fanStarts.contains($0.deviceToken) }.count)
         let android = DemoReport.Android(
             device: cast.annaPixel, token: cast.annaPixelToken, orderLabel: cast.orderA.label,
-            messages: fcm.messages().filter { $0.token == cast.annaPixelToken },
+            messages: fcm.messages().filter { $0.token == cast.annaPixelToken }
+                .map { .init(receivedAt: $0.receivedAt, data: $0.data, priority: $0.priority) },
             refused: fcm.rejections().filter { $0.token == cast.annaPixelToken }.count)
         return DemoReport(orders: orders, pushes: received, holders: holders,
                           merchantID: merchantID, elapsed: elapsed, broadcast: broadcast, android: android)

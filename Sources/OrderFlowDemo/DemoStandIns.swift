@@ -46,14 +46,21 @@ struct DemoStandIns: Sendable {
             try await engine.setFCMServiceAccount(merchantID: merchantID, serviceAccountJSON: account.json, masterKey: masterKey)
         } catch let error as OrderFlowError where error.code == .invalidConfiguration {
             throw DemoError(.failed, "cannot give the demo merchant a Firebase project: \(error.message)",
-                            remedy: "run the demo on a scratch database (ORDERFLOW_DATABASE_URL=…) beside merchants whose keys are sealed")
+                            remedy: "the demo seals its Firebase project under a key of its own; run it on a scratch database (ORDERFLOW_DATABASE_URL=…)")
         }
     }
 
     /// Removes the demo merchant's Firebase project (its key is sealed under a key this run
-    /// forgets) and stops both stand-ins.
-    func finish(engine: OrderFlowEngine?, merchantID: String) async {
-        if let engine { _ = try? await engine.removeFCMServiceAccount(merchantID: merchantID) }
+    /// forgets) and stops both stand-ins. Through an engine of its own: the host's has shut down
+    /// with the host by now.
+    ///
+    /// - Parameter database: where the project was stored; nil when none was.
+    func finish(database: DatabaseConfiguration?, merchantID: String) async {
+        if let database {
+            let engine = OrderFlowEngine(configuration: OrderFlowConfiguration(database: database, merchantID: merchantID, maximumConnections: 1))
+            _ = try? await engine.removeFCMServiceAccount(merchantID: merchantID)
+            await engine.shutdown()
+        }
         try? await fcm.stop()
         try? await apns.stop()
     }

@@ -1,4 +1,5 @@
 import Foundation
+import PGKit
 import PostgresTesting
 import Testing
 
@@ -28,6 +29,8 @@ struct DemoCommandTests {
             "separate notifications",                            // the point of it all
             "3 push-to-starts joined 3 fans to it",              // the race: one channel,
             "4 updates → 4 broadcast requests → 12 deliveries",  // one request per update, fanned out
+            "anna-pixel: Android, one notification replaced in place",    // order A on Android too,
+            "kept one Android notification that changed in place: 5 FCM data messages, the last one the end",
         ] {
             #expect(output.contains(fragment), "expected \"\(fragment)\" in:\n\(output)")
         }
@@ -41,6 +44,10 @@ struct DemoCommandTests {
         let summary = try #require(output.split(separator: "\n").first { $0.contains(" transitions → ") })
         #expect(summary.hasPrefix("18 transitions → 19 pushes"), "\(summary)")
         #expect(first.seconds < 30, "the demo took \(first.seconds) s")
+        // The Android phone's messages, as the FCM stand-in received them: updates, then the end.
+        let android = output.split(separator: "\n").drop { !$0.contains("each FCM data message") }.dropFirst()
+            .prefix { $0.hasPrefix("      → ") }.map { $0.split(separator: " ", omittingEmptySubsequences: true)[2] }
+        #expect(android.count == 5 && android.last == "end" && android.dropLast().allSatisfy { $0 == "update" }, "\(android) in:\n\(output)")
 
         // The closing hint works exactly as printed.
         let hint = try #require(output.firstMatch(of: /Look again: (.+)\)/)?.1, "no closing hint in:\n\(output)")
@@ -51,6 +58,12 @@ struct DemoCommandTests {
         let second = try await cli.runDemo()
         #expect(second.status == 0, "\(second)")
         #expect(second.stdout.contains("order B's 3 quick steps arrived as 1 update"), "\(second)")
+        // Each run's Firebase project was sealed under a key it forgot: none is left behind to
+        // block the next run or the owner's own master key.
+        let projects = try await PostgresConnection.withConnection(database) { connection in
+            try await connection.query(PostgresQuery("SELECT count(*) AS n FROM merchant_fcm_apps")).single().decode("n", as: Int.self)
+        }
+        #expect(projects == 0, "the demo left \(projects) Firebase projects behind")
     }
 
     @Test("an unreachable database fails with one line and exit 69")
