@@ -38,16 +38,36 @@ struct DemoStandIns: Sendable {
 
     /// Gives the demo merchant a Firebase project whose service account the FCM stand-in trusts.
     func giveFirebaseProject(engine: OrderFlowEngine, merchantID: String) async throws {
-        let account = try fcm.makeServiceAccount(projectID: Self.projectID, accountName: "orderflow-demo")
+        let account = try fcm.makeServiceAccount(projectID: Self.projectID, accountName: Self.accountName)
         do {
             _ = try await engine.addMerchant(merchantID, name: "OrderFlow demo")
         } catch let error as OrderFlowError where error.code == .alreadyExists {}
         do {
             try await engine.setFCMServiceAccount(merchantID: merchantID, serviceAccountJSON: account.json, masterKey: masterKey)
         } catch let error as OrderFlowError where error.code == .invalidConfiguration {
-            throw DemoError(.failed, "cannot give the demo merchant a Firebase project: \(error.message)",
-                            remedy: "the demo seals its Firebase project under a key of its own; run it on a scratch database (ORDERFLOW_DATABASE_URL=…)")
+            // An earlier demo that was killed before its end left its project, sealed under a
+            // key nobody has, and that refuses every other key: take those away, then again.
+            guard try await removeLeftoverProjects(engine: engine) > 0 else {
+                throw DemoError(.failed, "cannot give the demo merchant a Firebase project: \(error.message)",
+                                remedy: "the demo seals its Firebase project under a key of its own; run it on a scratch database (ORDERFLOW_DATABASE_URL=…)")
+            }
+            try await engine.setFCMServiceAccount(merchantID: merchantID, serviceAccountJSON: account.json, masterKey: masterKey)
         }
+    }
+
+    static let accountName = "orderflow-demo"
+
+    /// Removes the Firebase projects earlier demo runs left: only a `demo-…` merchant's whose
+    /// service account is the demo's own. Returns how many.
+    private func removeLeftoverProjects(engine: OrderFlowEngine) async throws -> Int {
+        var removed = 0
+        for merchant in try await engine.merchants() where merchant.id.hasPrefix("demo-") {
+            guard let project = try await engine.fcmProject(merchantID: merchant.id), project.projectID == Self.projectID,
+                project.clientEmail == "\(Self.accountName)@\(Self.projectID).iam.gserviceaccount.com"
+            else { continue }
+            if try await engine.removeFCMServiceAccount(merchantID: merchant.id) { removed += 1 }
+        }
+        return removed
     }
 
     /// Removes the demo merchant's Firebase project (its key is sealed under a key this run
