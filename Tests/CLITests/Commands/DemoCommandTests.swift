@@ -1,4 +1,6 @@
 import Foundation
+import LocalFCM
+import OrderFlow
 import PGKit
 import PostgresTesting
 import Testing
@@ -64,6 +66,31 @@ struct DemoCommandTests {
             try await connection.query(PostgresQuery("SELECT count(*) AS n FROM merchant_fcm_apps")).single().decode("n", as: Int.self)
         }
         #expect(projects == 0, "the demo left \(projects) Firebase projects behind")
+    }
+
+    @Test("a Firebase project a killed demo left is taken away; the owner's own sealed key stops the demo in one line, untouched")
+    func leftoverFirebaseProjects() async throws {
+        let database = try await TestDatabase.fresh(prefix: "demo")
+        _ = try await Schema.migrate(database)
+        let engine = OrderFlowEngine(configuration: OrderFlowConfiguration(database: database, maximumConnections: 2))
+        let forgotten = MasterKey(bytes: Data((0..<32).map { UInt8($0 &* 3) }))
+        let leftover = try LocalFCMServiceAccountKey.generate(
+            projectID: "orderflow-demo", tokenURI: "https://127.0.0.1:1/token", accountName: "orderflow-demo")
+        try await engine.addMerchant("demo-20260101-000000-dead")
+        try await engine.setFCMServiceAccount(merchantID: "demo-20260101-000000-dead", serviceAccountJSON: leftover.json, masterKey: forgotten)
+        let cli = try CLI(databaseURL: database.connectionString)
+        let run = try await cli.runDemo()
+        #expect(run.status == 0 && run.stdout.contains("kept one Android notification"), "\(run)")
+        #expect(try await engine.fcmProject(merchantID: "demo-20260101-000000-dead") == nil)
+
+        // A merchant of the owner's: its key stays, and the demo says what to do.
+        let owners = try LocalFCMServiceAccountKey.generate(projectID: "luigis-orders", tokenURI: "https://oauth2.googleapis.com/token")
+        try await engine.addMerchant("luigis")
+        try await engine.setFCMServiceAccount(merchantID: "luigis", serviceAccountJSON: owners.json, masterKey: forgotten)
+        let refused = try await cli.runDemo()
+        #expect(refused.status != 0 && refused.stderrLines.count == 1 && refused.stderr.contains("scratch database"), "\(refused)")
+        #expect(try await engine.fcmProject(merchantID: "luigis")?.projectID == "luigis-orders")
+        await engine.shutdown()
     }
 
     @Test("an unreachable database fails with one line and exit 69")
