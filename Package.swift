@@ -268,6 +268,7 @@ let package = Package(
                 "WorkflowKit",
                 "APNS",
                 "LocalAPNS",
+                "LocalFCM",
                 "ConsoleOutput",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

@@ -73,6 +73,20 @@ extension OrderFlowEngine {
         }
     }
 
+    /// Takes a merchant's Firebase project away, its sealed service account with it: its Android
+    /// followers' messages then wait, as for a merchant that never had one. For a key that must
+    /// not outlive its use (the demo's throw-away project, sealed under a key nobody keeps).
+    ///
+    /// - Parameter merchantID: the merchant whose project goes; other merchants' stay.
+    /// - Returns: false when the merchant had no Firebase project.
+    @discardableResult
+    public func removeFCMServiceAccount(merchantID: String) async throws -> Bool {
+        try await translatingErrors {
+            try Self.validateIdentifier(merchantID, what: "merchant id")
+            return try await androidStore.removeFCMApp(merchantID: merchantID)
+        }
+    }
+
     /// The merchant's service account, opened with `masterKey`, for an FCM sender; nil when the
     /// merchant has no Firebase project.
     /// - Throws: `invalidConfiguration` when the key was sealed under another master key.

@@ -65,64 +65,62 @@ public struct Demo: Sendable {
         }
         let folder = try workflowsFolder ?? Self.shippedWorkflowsFolder()
 
-        // The APNs stand-in trusts this run's signing key, made in memory and never shown.
         let merchantID = Self.freshMerchantID()
-        let signingKey = P256.Signing.PrivateKey()
-        let apns = try LocalAPNSServer(configuration: .init(
-            signingKeys: [.init(keyID: Self.keyID, teamID: Self.teamID, publicKey: signingKey.publicKey)],
-            acceptedBundleIDs: [Self.bundleID]))
-        try await apns.start()
+        let standIns = try await DemoStandIns.start()
         let host: OrderFlowHost
         do {
-            host = try makeHost(database: database, merchantID: merchantID, apns: apns, signingKey: signingKey)
+            host = try makeHost(database: database, merchantID: merchantID, standIns: standIns)
         } catch {
-            try? await apns.stop()
+            await standIns.finish(database: nil, merchantID: merchantID)
             throw error
         }
         let report: DemoReport
         do {
             try await applyWorkflows(folder, on: host.engine, merchantID: merchantID)
-            output.done("local APNs stand-in on \(apns.baseURL): TLS, HTTP/2, ES256 provider tokens; it checks and records every push")
-            report = try await drive(host: host, apns: apns, merchantID: merchantID, began: began)
+            try await standIns.giveFirebaseProject(engine: host.engine, merchantID: merchantID)
+            output.done("local APNs stand-in on \(standIns.apns.baseURL): TLS, HTTP/2, ES256 provider tokens; it checks and records every push")
+            output.done("local FCM stand-in on \(standIns.fcm.baseURL): OAuth service account of Firebase project \(DemoStandIns.projectID), HTTP v1 messages; it checks and records each one")
+            report = try await drive(host: host, standIns: standIns, merchantID: merchantID, began: began)
         } catch {
             await host.shutdown()
-            try? await apns.stop()
+            await standIns.finish(database: database, merchantID: merchantID)
             throw error
         }
         output.write(report.lines(output.terminal))
         if let problem = report.problem {
-            try? await apns.stop()
+            await standIns.finish(database: database, merchantID: merchantID)
             throw DemoError(.failed, problem)
         }
         if let keepServing {
             do {
-                let host = try makeHost(database: database, merchantID: merchantID, apns: apns, signingKey: signingKey)
+                let host = try makeHost(database: database, merchantID: merchantID, standIns: standIns)
                 let services = try await keepServing(host.engine)
                 let group = ServiceGroup(services: [host] + services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
                 try await group.run()
             } catch {
-                try? await apns.stop()
+                await standIns.finish(database: database, merchantID: merchantID)
                 throw error
             }
         }
-        try? await apns.stop()
+        await standIns.finish(database: database, merchantID: merchantID)
     }
 
-    /// The host with the stand-in as its APNs endpoint, serving the demo's merchant alone: other
-    /// merchants' pushes in the same database are never sent to the stand-in.
-    private func makeHost(database: DatabaseConfiguration, merchantID: String, apns: LocalAPNSServer,
-                          signingKey: P256.Signing.PrivateKey) throws -> OrderFlowHost
-    {
+    /// The host with the stand-ins as its APNs and FCM endpoints, serving the demo's merchant
+    /// alone: other merchants' pushes in the same database are never sent to the stand-ins.
+    private func makeHost(database: DatabaseConfiguration, merchantID: String, standIns: DemoStandIns) throws -> OrderFlowHost {
+        let apns = standIns.apns
         var worker = WorkerConfiguration(
             bundleID: Self.bundleID, workerID: "demo:\(ProcessInfo.processInfo.processIdentifier)",
             queueDepthSampleInterval: nil, merchants: .only([merchantID]))
         worker.shutdownGracePeriod = .seconds(5)
+        worker.fcmBaseURL = standIns.fcm.baseURL
+        worker.fcmTrustRootsPEM = standIns.fcm.trustRootPEM
         let configuration = OrderFlowHostConfiguration(
             engine: OrderFlowConfiguration(database: database, merchantID: merchantID, maximumConnections: 12),
             apns: APNSClientConfiguration(
                 environment: .custom(baseURL: apns.baseURL, trustRootsPEM: apns.trustRootPEM),
-                credentials: .init(key: .pem(signingKey.pemRepresentation), keyID: Self.keyID, teamID: Self.teamID)),
-            worker: worker, timerInterval: nil, listensForOtherProcesses: false)
+                credentials: .init(key: .pem(standIns.signingKey.pemRepresentation), keyID: Self.keyID, teamID: Self.teamID)),
+            worker: worker, timerInterval: nil, listensForOtherProcesses: false, masterKey: standIns.masterKey)
         return try OrderFlowHost(configuration: configuration, logger: logger, metricsFactory: NOOPMetricsHandler.instance)
     }
 
@@ -139,11 +137,11 @@ public struct Demo: Sendable {
 
     /// Runs the host and the script side by side in a service group: the script's end (or
     /// Ctrl-C) shuts the host down gracefully.
-    private func drive(host: OrderFlowHost, apns: LocalAPNSServer, merchantID: String,
+    private func drive(host: OrderFlowHost, standIns: DemoStandIns, merchantID: String,
                        began: ContinuousClock.Instant) async throws -> DemoReport
     {
         output.done("worker running in this process: woken by each commit, at most one push per second per activity")
-        let script = DemoScript(engine: host.engine, apns: apns, cast: DemoCast(), merchantID: merchantID, pause: pause)
+        let script = DemoScript(engine: host.engine, apns: standIns.apns, fcm: standIns.fcm, cast: DemoCast(), merchantID: merchantID, pause: pause)
         let progress = output
         let driver = DemoDriver {
             progress.note("driving 3 food orders, a ride and a race followed through one broadcast channel, a step every 1.2 s (about 8 s)…")

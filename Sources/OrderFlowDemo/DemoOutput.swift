@@ -10,8 +10,8 @@ struct DemoOutput: Sendable {
         terminal.write("""
             A customer should see one Lock Screen card that follows the order, not a string of \
             separate notifications.
-            This runs the whole path here: PostgreSQL → engine → worker → APNs (a local stand-in; \
-            nothing goes to Apple).
+            This runs the whole path here: PostgreSQL → engine → worker → APNs and FCM (local \
+            stand-ins; nothing goes to Apple or Google).
             """)
         terminal.write()
     }

@@ -19,6 +19,7 @@ struct DemoReport: Sendable {
     var merchantID: String
     var elapsed: Duration
     var broadcast: Broadcast? = nil
+    var android: Android? = nil
 
     /// The race: one channel, one request per update, APNs' fan-out.
     struct Broadcast: Sendable {
@@ -75,7 +76,7 @@ struct DemoReport: Sendable {
             return "\(Formatting.count(failed.count, "push", "pushes")) did not go through (\(reasons)); see the timelines above"
         }
         if pushes.isEmpty { return "the local APNs stand-in received no pushes" }
-        return broadcast?.problem
+        return broadcast?.problem ?? android?.problem
     }
 
     func lines(_ terminal: Terminal) -> [String] {
@@ -83,6 +84,7 @@ struct DemoReport: Sendable {
         let byID = deliveriesByID
         for order in orders {
             lines += orderLines(order, terminal: terminal, deliveries: byID)
+            if let android, android.orderLabel == order.label { lines += android.lines(terminal) }
             lines.append("")
         }
         if let broadcast {
@@ -103,6 +105,10 @@ struct DemoReport: Sendable {
             + terminal.styled(" · \(Formatting.escaped(snapshot.workflow)) · \(attributesLine(snapshot.attributes))", .dim))
         lines.append("  " + order.story)
         for activity in order.activities {
+            if let android, activity.deviceID == android.device {
+                lines.append(android.deviceLine(terminal))
+                continue
+            }
             let tokens = holders.filter { $0.value.device == activity.deviceID }
                 .sorted { $0.value.kind > $1.value.kind }
                 .map { "\($0.value.kind) token \(Formatting.maskedToken($0.key))" }
@@ -229,6 +235,7 @@ struct DemoReport: Sendable {
         if alerts > 0 {
             lines.append("Only the phone without a Live Activity got ordinary alerts, for the steps that carry one.")
         }
+        if let android { lines.append(android.summary) }
         lines.append(terminal.styled(
             "(\(DemoOutput.seconds(elapsed)) in all. Look again: ORDERFLOW_MERCHANT=\(Formatting.commandWord(merchantID)) orderflow show \(Formatting.commandWord(orders[0].history.order.orderID)))",
             .dim))

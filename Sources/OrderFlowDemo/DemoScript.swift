@@ -1,6 +1,7 @@
 import ConsoleOutput
 import Foundation
 import LocalAPNS
+import LocalFCM
 import OrderFlow
 import WorkflowKit
 
@@ -30,6 +31,9 @@ struct DemoCast: Sendable {
     let chloe = "chloe-iphone"
     let dan = "dan-iphone"
     let erin = "erin-iphone"
+    /// Follows order A on Android: FCM data messages, one notification the app replaces in place.
+    let annaPixel = "anna-pixel"
+    let annaPixelToken = LocalFCMServer.registrationToken(Int.random(in: 1...0xFFFF_FFFF))
 
     let annaStart = Self.token(160)
     let annaActivity = Self.token(160)
@@ -65,6 +69,7 @@ struct TokenHolder: Sendable {
 struct DemoScript: Sendable {
     let engine: OrderFlowEngine
     let apns: LocalAPNSServer
+    let fcm: LocalFCMServer
     let cast: DemoCast
     let merchantID: String
     /// Between two steps of one order: over the worker's one-push-per-second pace, so each
@@ -86,17 +91,19 @@ struct DemoScript: Sendable {
     }
 
     /// Push-to-start on creation; the app reports the activity's token; four steps 1.2 s apart.
-    /// Ben follows the same order with only an ordinary device token.
+    /// Ben follows the same order with only an ordinary device token, Anna on her Android phone too.
     private func orderA() async throws {
         let id = cast.orderA.id
         try await engine.registerPushToStartToken(deviceID: cast.anna, attributesType: "FoodOrderAttributes", token: cast.annaStart)
         try await engine.registerDeviceToken(deviceID: cast.ben, token: cast.benDevice)
+        try await engine.registerFCMToken(deviceID: cast.annaPixel, token: cast.annaPixelToken)
         _ = try await engine.createOrder(NewOrder(
             orderID: id, workflow: "food-order",
             attributes: ["merchantName": "Luigi's", "orderNumber": .string(id), "itemCount": 3],
             input: ["eta": "+35m"], actor: Self.actor))
         try await engine.follow(orderID: id, deviceID: cast.anna)
         try await engine.follow(orderID: id, deviceID: cast.ben)
+        try await engine.follow(orderID: id, deviceID: cast.annaPixel)
         try await activityStarted(id, on: cast.anna)
         try await engine.registerActivityToken(orderID: id, deviceID: cast.anna, token: cast.annaActivity)
         let steps: [(String, JSONValue)] = [
@@ -241,7 +248,12 @@ struct DemoScript: Sendable {
             label: cast.race.label, story: cast.race.story, channel: race.order.channel,
             updates: race.transitions.count - 1, requests: counts.requests, deliveries: counts.deliveries, fans: cast.fans.count,
             starts: all.filter { cast.fanStarts.contains($0.deviceToken) }.count)
+        let android = DemoReport.Android(
+            device: cast.annaPixel, token: cast.annaPixelToken, orderLabel: cast.orderA.label,
+            messages: fcm.messages().filter { $0.token == cast.annaPixelToken }
+                .map { .init(receivedAt: $0.receivedAt, data: $0.data, priority: $0.priority) },
+            refused: fcm.rejections().filter { $0.token == cast.annaPixelToken }.count)
         return DemoReport(orders: orders, pushes: received, holders: holders,
-                          merchantID: merchantID, elapsed: elapsed, broadcast: broadcast)
+                          merchantID: merchantID, elapsed: elapsed, broadcast: broadcast, android: android)
     }
 }

@@ -18,10 +18,12 @@ struct DemoCommand: AsyncParsableCommand {
         discussion: """
             Starts (or reuses) the database, applies the shipped workflows for a fresh demo \
             merchant, starts a local APNs stand-in (TLS, HTTP/2, token auth; it records every \
-            push) and a worker in this process, then drives three food orders and a ride. \
-            Once the worker has sent everything, it prints each order's transitions with the \
-            pushes they became, and stops what it started. Takes about 15 seconds; nothing is \
-            sent to Apple.
+            push), a local FCM stand-in (OAuth service account, HTTP v1; it records every \
+            message) and a worker in this process, then drives three food orders, a ride and a \
+            race; the first order is followed on an iPhone and an Android phone. Once the worker \
+            has sent everything, it prints each order's transitions with the pushes they became \
+            and the Android phone's messages, and stops what it started. Takes about 10 \
+            seconds; nothing is sent to Apple or Google.
 
             With --board, the worker and the stand-in keep running after the report, beside \
             the HTTP API, and the demo prints a sign-in link to the counter board for the \

@@ -50,6 +50,12 @@ struct AndroidStore: Sendable {
         }
     }
 
+    /// Forgets a merchant's FCM project and its sealed key. False when it had none.
+    func removeFCMApp(merchantID: String) async throws -> Bool {
+        try await pool.query(PostgresQuery(
+            "DELETE FROM merchant_fcm_apps WHERE merchant_id = $1", merchantID)).affectedRows == 1
+    }
+
     /// The sealed service account JSON and the master key that sealed it; nil without a project.
     func sealedFCMKey(of merchantID: String) async throws -> (sealed: Data, projectID: String, masterKeyID: String)? {
         try await pool.query(PostgresQuery("""

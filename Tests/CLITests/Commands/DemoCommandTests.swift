@@ -1,4 +1,7 @@
 import Foundation
+import LocalFCM
+import OrderFlow
+import PGKit
 import PostgresTesting
 import Testing
 
@@ -28,6 +31,8 @@ struct DemoCommandTests {
             "separate notifications",                            // the point of it all
             "3 push-to-starts joined 3 fans to it",              // the race: one channel,
             "4 updates → 4 broadcast requests → 12 deliveries",  // one request per update, fanned out
+            "anna-pixel: Android, one notification replaced in place",    // order A on Android too,
+            "kept one Android notification that changed in place: 5 FCM data messages, the last one the end",
         ] {
             #expect(output.contains(fragment), "expected \"\(fragment)\" in:\n\(output)")
         }
@@ -41,6 +46,10 @@ struct DemoCommandTests {
         let summary = try #require(output.split(separator: "\n").first { $0.contains(" transitions → ") })
         #expect(summary.hasPrefix("18 transitions → 19 pushes"), "\(summary)")
         #expect(first.seconds < 30, "the demo took \(first.seconds) s")
+        // The Android phone's messages, as the FCM stand-in received them: updates, then the end.
+        let android = output.split(separator: "\n").drop { !$0.contains("each FCM data message") }.dropFirst()
+            .prefix { $0.hasPrefix("      → ") }.map { $0.split(separator: " ", omittingEmptySubsequences: true)[2] }
+        #expect(android.count == 5 && android.last == "end" && android.dropLast().allSatisfy { $0 == "update" }, "\(android) in:\n\(output)")
 
         // The closing hint works exactly as printed.
         let hint = try #require(output.firstMatch(of: /Look again: (.+)\)/)?.1, "no closing hint in:\n\(output)")
@@ -51,6 +60,37 @@ struct DemoCommandTests {
         let second = try await cli.runDemo()
         #expect(second.status == 0, "\(second)")
         #expect(second.stdout.contains("order B's 3 quick steps arrived as 1 update"), "\(second)")
+        // Each run's Firebase project was sealed under a key it forgot: none is left behind to
+        // block the next run or the owner's own master key.
+        let projects = try await PostgresConnection.withConnection(database) { connection in
+            try await connection.query(PostgresQuery("SELECT count(*) AS n FROM merchant_fcm_apps")).single().decode("n", as: Int.self)
+        }
+        #expect(projects == 0, "the demo left \(projects) Firebase projects behind")
+    }
+
+    @Test("a Firebase project a killed demo left is taken away; the owner's own sealed key stops the demo in one line, untouched")
+    func leftoverFirebaseProjects() async throws {
+        let database = try await TestDatabase.fresh(prefix: "demo")
+        _ = try await Schema.migrate(database)
+        let engine = OrderFlowEngine(configuration: OrderFlowConfiguration(database: database, maximumConnections: 2))
+        let forgotten = MasterKey(bytes: Data((0..<32).map { UInt8($0 &* 3) }))
+        let leftover = try LocalFCMServiceAccountKey.generate(
+            projectID: "orderflow-demo", tokenURI: "https://127.0.0.1:1/token", accountName: "orderflow-demo")
+        try await engine.addMerchant("demo-20260101-000000-dead")
+        try await engine.setFCMServiceAccount(merchantID: "demo-20260101-000000-dead", serviceAccountJSON: leftover.json, masterKey: forgotten)
+        let cli = try CLI(databaseURL: database.connectionString)
+        let run = try await cli.runDemo()
+        #expect(run.status == 0 && run.stdout.contains("kept one Android notification"), "\(run)")
+        #expect(try await engine.fcmProject(merchantID: "demo-20260101-000000-dead") == nil)
+
+        // A merchant of the owner's: its key stays, and the demo says what to do.
+        let owners = try LocalFCMServiceAccountKey.generate(projectID: "luigis-orders", tokenURI: "https://oauth2.googleapis.com/token")
+        try await engine.addMerchant("luigis")
+        try await engine.setFCMServiceAccount(merchantID: "luigis", serviceAccountJSON: owners.json, masterKey: forgotten)
+        let refused = try await cli.runDemo()
+        #expect(refused.status != 0 && refused.stderrLines.count == 1 && refused.stderr.contains("scratch database"), "\(refused)")
+        #expect(try await engine.fcmProject(merchantID: "luigis")?.projectID == "luigis-orders")
+        await engine.shutdown()
     }
 
     @Test("an unreachable database fails with one line and exit 69")

@@ -31,10 +31,11 @@ struct SecretsInOutputTests {
                 SELECT token AS t FROM push_to_start_tokens
                 UNION SELECT update_token FROM activities WHERE update_token IS NOT NULL
                 UNION SELECT alert_token FROM devices WHERE alert_token IS NOT NULL
+                UNION SELECT fcm_token FROM devices WHERE fcm_token IS NOT NULL
                 """)).map { try $0.decode("t", as: String.self) }
             return (merchant, tokens)
         }
-        #expect(tokens.count == 11, "the demo registers 11 tokens (8, and the race's 3 fans): \(tokens.count)")
+        #expect(tokens.count == 12, "the demo registers 12 tokens (8 iPhone, 1 Android, and the race's 3 fans): \(tokens.count)")
         var scan = SecretScan(tokens: tokens)
         scan.check(run.stdout, "demo stdout")
         scan.check(run.stderr, "demo stderr (trace)")

@@ -161,4 +161,18 @@ struct AndroidDevicesTests {
             #expect(TableContents.changes(before, try await TableContents.read(fixture.database)).isEmpty)
         }
     }
+
+    @Test func removingAFirebaseProjectTakesOnlyThatMerchantsAndFreesTheMasterKey() async throws {
+        try await withFixture { fixture in
+            try await fixture.engine.setFCMServiceAccount(merchantID: "bravo", serviceAccountJSON: Self.serviceAccount(), masterKey: Self.masterKey)
+            let before = try await TableContents.read(fixture.database)
+            #expect(try await fixture.engine.removeFCMServiceAccount(merchantID: "default") == false, "default has no project")
+            #expect(try await fixture.engine.removeFCMServiceAccount(merchantID: "charlie") == false, "an unknown merchant")
+            #expect(TableContents.changes(before, try await TableContents.read(fixture.database)).isEmpty, "bravo's project stays")
+            #expect(try await fixture.engine.removeFCMServiceAccount(merchantID: "bravo"))
+            #expect(try await fixture.engine.fcmProject(merchantID: "bravo") == nil)
+            // Nothing sealed under the old key is left: another master key may seal now.
+            try await fixture.engine.setFCMServiceAccount(merchantID: "default", serviceAccountJSON: Self.serviceAccount(), masterKey: Self.otherMasterKey)
+        }
+    }
 }
