@@ -20,11 +20,14 @@ extension OrderFlowEngine {
             try Self.validateIdentifier(orderID, what: "order id")
             let snapshot = try await orderSnapshot(orderID)
             var transitions = try await orderStore.transitions(orderID: orderID)
-            let deliveries = try await orderStore.deliveries(orderID: orderID)
+            var deliveries = try await orderStore.deliveries(orderID: orderID)
             let workflow = try await workflow(of: snapshot)
             for index in transitions.indices {
                 transitions[index].android = Self.android(of: transitions[index], after: index > 0 ? transitions[index - 1] : nil,
                                                           order: snapshot, workflow: workflow)
+            }
+            for index in deliveries.indices where deliveries[index].platform == "android" {
+                deliveries[index].android = Self.android(of: deliveries[index], transitions: transitions, order: snapshot, workflow: workflow)
             }
             return OrderHistory(order: snapshot, transitions: transitions, deliveries: deliveries)
         }
@@ -40,6 +43,20 @@ extension OrderFlowEngine {
         return try? workflow.renderAndroid(
             stored, alert: stored.alert, priority: stored.priority, previous: previous?.rendered, order: order.orderID,
             attributes: order.attributes, input: transition.input).data
+    }
+
+    /// The data message of one Android delivery as the worker made it: the newest transition it
+    /// carried, with the newest alert and the highest priority of the transitions it merged.
+    static func android(of delivery: DeliveryRecord, transitions: [TransitionRecord], order: OrderSnapshot,
+                        workflow: Workflow) -> [String: String]?
+    {
+        let window = transitions.filter { $0.seq > delivery.seq - max(delivery.merged, 1) && $0.seq <= delivery.seq }
+        guard let newest = window.last else { return nil }
+        let (alert, priority) = StoredRendering.androidAlertAndPriority(of: window.map(\.rendered), newest: newest.rendered)
+        let previous = transitions.last { $0.seq < newest.seq }
+        return try? workflow.renderAndroid(
+            newest.rendered, alert: alert, priority: priority, previous: previous?.rendered, order: order.orderID,
+            attributes: order.attributes, input: newest.input).data
     }
 
     /// Orders filtered by workflow and state, in order-id order, a page at a time.

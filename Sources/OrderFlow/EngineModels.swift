@@ -192,6 +192,9 @@ public struct DeliveryRecord: Sendable, Hashable, Codable {
     public var retriedAt: Date?
     /// `ios` (through APNs) or `android` (an FCM data message).
     public var platform: String = "ios"
+    /// In a history, for an Android delivery: the data message it sent, rendered again from the
+    /// stored transitions it carried (a redacted order's from its redactions).
+    public var android: [String: String]? = nil
 }
 
 public struct OrderHistory: Sendable, Hashable, Codable {

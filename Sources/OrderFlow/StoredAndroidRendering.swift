@@ -22,6 +22,15 @@ extension Workflow {
 }
 
 extension StoredRendering {
+    /// The alert and priority of one message that carries `window` (the transitions it merges,
+    /// oldest first): the newest alert among them, and their highest priority — 10 when it
+    /// carries an alert. The worker sends by it, and the history shows an Android delivery by it.
+    static func androidAlertAndPriority(of window: [StoredRendering], newest: StoredRendering) -> (alert: ActivityAlert?, priority: Int) {
+        let alert = window.reversed().lazy.compactMap(\.alert).first
+        let highest = window.map(\.priority).max() ?? newest.priority
+        return (alert, alert == nil ? highest : max(highest, 10))
+    }
+
     /// How an end is dismissed, read back from the stored `dismissal-date`.
     var dismissal: Dismissal? {
         guard isEnd else { return nil }

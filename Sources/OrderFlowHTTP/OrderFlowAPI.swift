@@ -466,7 +466,7 @@ struct OrderFlowAPI: APIProtocol {
               event: delivery.event, tokenKind: delivery.tokenKind, tokenSuffix: delivery.tokenSuffix, priority: delivery.priority,
               apsTimestamp: delivery.apsTimestamp, status: delivery.status, reason: delivery.reason,
               outcome: .init(rawValue: delivery.outcome.rawValue) ?? .dead, attemptedAt: delivery.attemptedAt,
-              platform: .init(rawValue: delivery.platform) ?? .ios)
+              platform: .init(rawValue: delivery.platform) ?? .ios, android: delivery.android.map { .init(additionalProperties: $0) })
     }
 
     /// The last eight characters of a stored token: never the whole credential.

@@ -323,7 +323,7 @@ with sync_playwright() as playwright:
         # The history as the worker records it once an Android phone follows the order too: one
         # more push, through FCM (`platform: "android"`), of the same transition. Served in place
         # of the real one while the preview is opened again. The transitions are the server's:
-        # each carries the Android data message it renders (`android`), the card draws from it.
+        # each carries the Android data message it renders (`android`).
         real = page.request.get(f"{ORIGIN}/v1/orders/1044/history")
         assert real.ok, f"GET the history of 1044: {real.status}"
         history = real.json()
@@ -334,6 +334,9 @@ with sync_playwright() as playwright:
         history["deliveries"].append(android)
         message = next(t for t in history["transitions"] if t["seq"] == android["seq"]).get("android")
         assert message, "the history's transition carries no Android message"
+        # The server puts the message each Android delivery sent on it (`android`); the card
+        # draws from that.
+        android["android"] = message
         # food-order's `android:` sections: grey by default, ready green with the chip "Ready",
         # out for delivery blue; the point at ready, the third of four segments.
         assert message["segments"] == "100:#9E9E9E,100:#9E9E9E,100:#4CAF50,100:#2196F3", message["segments"]

@@ -60,9 +60,7 @@ extension ActivityMerge {
                                 token: String) -> PlannedAndroidMessage
     {
         let window = order.transitions.filter { $0.seq > lastSeq }
-        let alert = window.reversed().lazy.compactMap { $0.rendered.alert }.first
-        let highest = window.map(\.rendered.priority).max() ?? newest.rendered.priority
-        let priority = alert == nil ? highest : max(highest, 10)
+        let (alert, priority) = StoredRendering.androidAlertAndPriority(of: window.map(\.rendered), newest: newest.rendered)
         let stored = newest.rendered
         let previous = order.transitions.last { $0.seq < newest.seq }
         var planned = PlannedAndroidMessage(

@@ -1168,6 +1168,30 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Delivery/platform`.
             internal var platform: Components.Schemas.Delivery.PlatformPayload?
+            /// For an Android delivery, in a history: the FCM data message it sent (the newest transition it carried, with the newest alert and highest priority of those it merged), every value a string.
+            ///
+            /// - Remark: Generated from `#/components/schemas/Delivery/android`.
+            internal struct AndroidPayload: Codable, Hashable, Sendable {
+                /// A container of undocumented properties.
+                internal var additionalProperties: [String: Swift.String]
+                /// Creates a new `AndroidPayload`.
+                ///
+                /// - Parameters:
+                ///   - additionalProperties: A container of undocumented properties.
+                internal init(additionalProperties: [String: Swift.String] = .init()) {
+                    self.additionalProperties = additionalProperties
+                }
+                internal init(from decoder: any Swift.Decoder) throws {
+                    additionalProperties = try decoder.decodeAdditionalProperties(knownKeys: [])
+                }
+                internal func encode(to encoder: any Swift.Encoder) throws {
+                    try encoder.encodeAdditionalProperties(additionalProperties)
+                }
+            }
+            /// For an Android delivery, in a history: the FCM data message it sent (the newest transition it carried, with the newest alert and highest priority of those it merged), every value a string.
+            ///
+            /// - Remark: Generated from `#/components/schemas/Delivery/android`.
+            internal var android: Components.Schemas.Delivery.AndroidPayload?
             /// Creates a new `Delivery`.
             ///
             /// - Parameters:
@@ -1186,6 +1210,7 @@ extension Components {
             ///   - outcome:
             ///   - attemptedAt:
             ///   - platform: Which phone it went to: `ios` through APNs, `android` as an FCM data message (`token_kind` `fcm`).
+            ///   - android: For an Android delivery, in a history: the FCM data message it sent (the newest transition it carried, with the newest alert and highest priority of those it merged), every value a string.
             internal init(
                 id: Swift.Int64,
                 orderId: Swift.String,
@@ -1201,7 +1226,8 @@ extension Components {
                 reason: Swift.String? = nil,
                 outcome: Components.Schemas.Delivery.OutcomePayload,
                 attemptedAt: Foundation.Date,
-                platform: Components.Schemas.Delivery.PlatformPayload? = nil
+                platform: Components.Schemas.Delivery.PlatformPayload? = nil,
+                android: Components.Schemas.Delivery.AndroidPayload? = nil
             ) {
                 self.id = id
                 self.orderId = orderId
@@ -1218,6 +1244,7 @@ extension Components {
                 self.outcome = outcome
                 self.attemptedAt = attemptedAt
                 self.platform = platform
+                self.android = android
             }
             internal enum CodingKeys: String, CodingKey {
                 case id
@@ -1235,6 +1262,7 @@ extension Components {
                 case outcome
                 case attemptedAt = "attempted_at"
                 case platform
+                case android
             }
         }
         /// - Remark: Generated from `#/components/schemas/OrderHistory`.

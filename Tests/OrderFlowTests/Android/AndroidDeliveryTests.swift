@@ -242,6 +242,7 @@ struct AndroidDeliveryTests {
         for (delivery, message) in zip(sent, messages) {
             let transition = try #require(history.transitions.first { $0.seq == delivery.seq })
             #expect(transition.android == message.data, "transition \(transition.seq): the history's message is the one FCM received")
+            #expect(delivery.android == message.data, "delivery \(delivery.id): the history's message is the one FCM received")
         }
         // The workflow's `android:` overrides are in it: ready's colour and chip.
         let ready = try #require(history.transitions.first { $0.to == "ready" }?.android)

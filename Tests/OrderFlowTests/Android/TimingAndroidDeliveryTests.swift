@@ -40,6 +40,10 @@ struct TimingAndroidDeliveryTests {
             "SELECT merged FROM deliveries WHERE order_id = 'b1' AND platform = 'android' ORDER BY id DESC LIMIT 1"))
             .single().decode("merged", as: Int.self)
         #expect(merged == 4)
+        // The history shows each Android delivery's message as FCM received it, the merged one too.
+        let sent = try await a.engine.history("b1").deliveries.filter { $0.platform == "android" && $0.outcome == .sent }
+            .sorted { $0.id < $1.id }
+        #expect(sent.map(\.android) == messages.map { Optional($0.data) })
         await a.shutdown()
     }
 

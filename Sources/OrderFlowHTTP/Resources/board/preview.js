@@ -146,15 +146,15 @@ export function renderPreview(panel, history, workflow, close) {
 }
 
 /// The Android phone's notification shade: the order's Live Update as Android draws a promoted
-/// ProgressStyle notification from the FCM data message it was sent — the newest message among
-/// the transitions that delivery carried (the history shows each transition's), as the worker
-/// merges them: its title, text, segments with their colours, the point, the status-bar chip
-/// and the time (`when`), the workflow's `android:` overrides included.
+/// ProgressStyle notification from the FCM data message it was sent — the delivery's own
+/// (`android`: what the worker sent for the transitions it merged; else the newest transition's):
+/// its title, text, segments with their colours, the point, the status-bar chip and the time
+/// (`when`), the workflow's `android:` overrides included.
 function liveUpdate({ delivery, carried }, history) {
   const order = history.order;
   const app = String(order.attributes?.merchantName ?? order.workflow);
   const caption = `As sent to Android at ${clockSeconds(delivery.attempted_at)} (${delivery.event}, transition ${delivery.seq})`;
-  const message = [...carried].reverse().find((transition) => transition.android)?.android;
+  const message = delivery.android ?? [...carried].reverse().find((transition) => transition.android)?.android;
   if (!message) {
     return element("div", { class: "android-screen", "aria-label": "Android Live Update as shown in the notification shade" },
       element("p", { class: "nothing" }, "The history does not show the message this Android phone was sent."),
