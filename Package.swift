@@ -257,6 +257,7 @@ let package = Package(
                 "LocalPostgres",
                 "ConsoleOutput",
                 "WorkflowKit",
+                "APNSCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -26,11 +26,19 @@ public struct Demo: Sendable {
     /// Between two steps of one order: over the worker's one-push-per-second pace, so each
     /// step becomes an update of its own.
     let pause: Duration
+    /// Seals the demo merchant's Firebase project; nil: a key of this run's own.
+    let masterKey: MasterKey?
 
-    public init(terminal: Terminal, logger: Logger) {
+    /// - Parameters:
+    ///   - terminal: Where the demo's report goes.
+    ///   - logger: The demo's log.
+    ///   - masterKey: The master key the database's stored keys are sealed with, when it holds
+    ///     any (one master key opens them all); nil: the demo seals under a key of its own.
+    public init(terminal: Terminal, logger: Logger, masterKey: MasterKey? = nil) {
         self.output = DemoOutput(terminal: terminal)
         self.logger = logger
         self.pause = .milliseconds(1200)
+        self.masterKey = masterKey
     }
 
     static let bundleID = "com.example.orderflow.demo"
@@ -66,7 +74,7 @@ public struct Demo: Sendable {
         let folder = try workflowsFolder ?? Self.shippedWorkflowsFolder()
 
         let merchantID = Self.freshMerchantID()
-        let standIns = try await DemoStandIns.start()
+        let standIns = try await DemoStandIns.start(masterKey: masterKey)
         let host: OrderFlowHost
         do {
             host = try makeHost(database: database, merchantID: merchantID, standIns: standIns)

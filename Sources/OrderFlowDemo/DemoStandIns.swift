@@ -19,7 +19,7 @@ struct DemoStandIns: Sendable {
     static let projectID = "orderflow-demo"
 
     /// Starts both; when the second cannot start, the first is stopped again.
-    static func start() async throws -> DemoStandIns {
+    static func start(masterKey given: MasterKey?) async throws -> DemoStandIns {
         let signingKey = P256.Signing.PrivateKey()
         let apns = try LocalAPNSServer(configuration: .init(
             signingKeys: [.init(keyID: Demo.keyID, teamID: Demo.teamID, publicKey: signingKey.publicKey)],
@@ -28,7 +28,7 @@ struct DemoStandIns: Sendable {
         do {
             let fcm = try LocalFCMServer()
             try await fcm.start()
-            let masterKey = MasterKey(bytes: Data((0..<MasterKey.byteCount).map { _ in UInt8.random(in: 0...255) }))
+            let masterKey = given ?? MasterKey(bytes: Data((0..<MasterKey.byteCount).map { _ in UInt8.random(in: 0...255) }))
             return DemoStandIns(apns: apns, fcm: fcm, signingKey: signingKey, masterKey: masterKey)
         } catch {
             try? await apns.stop()
@@ -49,7 +49,7 @@ struct DemoStandIns: Sendable {
             // key nobody has, and that refuses every other key: take those away, then again.
             guard try await removeLeftoverProjects(engine: engine) > 0 else {
                 throw DemoError(.failed, "cannot give the demo merchant a Firebase project: \(error.message)",
-                                remedy: "the demo seals its Firebase project under a key of its own; run it on a scratch database (ORDERFLOW_DATABASE_URL=…)")
+                                remedy: "give the demo the master key this database's keys are sealed with (ORDERFLOW_SECRET_KEY or ORDERFLOW_SECRET_KEY_FILE), or run it on a scratch database (ORDERFLOW_DATABASE_URL=…)")
             }
             try await engine.setFCMServiceAccount(merchantID: merchantID, serviceAccountJSON: account.json, masterKey: masterKey)
         }

@@ -68,7 +68,8 @@ struct DemoCommand: AsyncParsableCommand {
 
     func run() async throws {
         let context = CommandContext.current()
-        let demo = Demo(terminal: context.terminal, logger: context.logger("orderflow.demo"))
+        let demo = Demo(terminal: context.terminal, logger: context.logger("orderflow.demo"),
+                        masterKey: try MasterKeySetting.optional(context.environment))
         demo.introduce()
 
         // The embedded cluster is stopped again at the end if this run is what started it.

@@ -88,8 +88,16 @@ struct DemoCommandTests {
         try await engine.addMerchant("luigis")
         try await engine.setFCMServiceAccount(merchantID: "luigis", serviceAccountJSON: owners.json, masterKey: forgotten)
         let refused = try await cli.runDemo()
-        #expect(refused.status != 0 && refused.stderrLines.count == 1 && refused.stderr.contains("scratch database"), "\(refused)")
+        #expect(refused.status != 0 && refused.stderrLines.count == 1 && refused.stderr.contains("scratch database")
+                && refused.stderr.contains("ORDERFLOW_SECRET_KEY"), "\(refused)")
         #expect(try await engine.fcmProject(merchantID: "luigis")?.projectID == "luigis-orders")
+        // Given the owner's master key, the demo seals under it, runs, and takes only its own away.
+        let keyed = try await cli.runDemo(environment: ["ORDERFLOW_SECRET_KEY": Data((0..<32).map { UInt8($0 &* 3) }).base64EncodedString()])
+        #expect(keyed.status == 0 && keyed.stdout.contains("kept one Android notification"), "\(keyed)")
+        #expect(try await engine.fcmProject(merchantID: "luigis")?.projectID == "luigis-orders")
+        for merchant in try await engine.merchants() where merchant.id.hasPrefix("demo-") {
+            #expect(try await engine.fcmProject(merchantID: merchant.id) == nil, "\(merchant.id) kept the demo's project")
+        }
         await engine.shutdown()
     }
 

@@ -1,14 +1,16 @@
-import APNS
-import CommandLineSupport
+import APNSCore
 import Foundation
 import OrderFlow
 
 /// The master key that seals merchants' APNs keys, read at the edge: `ORDERFLOW_SECRET_KEY`
-/// (its base64 text) or `ORDERFLOW_SECRET_KEY_FILE` (a file holding that text).
-enum MasterKeySetting {
+/// (its base64 text) or `ORDERFLOW_SECRET_KEY_FILE` (a file holding that text). The CLI and the
+/// demo read it alike.
+public enum MasterKeySetting {
     /// The key when one is configured, nil when neither variable is set.
     /// - Throws: a usage error naming the variable when the key is unusable.
-    static func optional(_ environment: [String: String]) throws -> MasterKey? {
+    /// - Parameter environment: The process's environment.
+    /// - Returns: The key, or nil.
+    public static func optional(_ environment: [String: String]) throws -> MasterKey? {
         if let text = environment["ORDERFLOW_SECRET_KEY"], !text.isEmpty {
             return try key(text, source: "ORDERFLOW_SECRET_KEY")
         }
@@ -26,7 +28,9 @@ enum MasterKeySetting {
     }
 
     /// The key, which the command needs.
-    static func required(_ environment: [String: String]) throws -> MasterKey {
+    /// - Parameter environment: The process's environment.
+    /// - Returns: The key.
+    public static func required(_ environment: [String: String]) throws -> MasterKey {
         guard let key = try optional(environment) else {
             throw CLIError(.usage, "no master key to seal the APNs key with", remedy: MasterKey.howToMakeOne)
         }
