@@ -162,19 +162,50 @@ public struct Migrator: Sendable {
                 continue
             }
             logger.info("applying migration", metadata: ["migration": "\(migration.fileName)"])
+            try await apply(migration, checksum: checksum, on: connection)
+            report.applied.append(migration)
+        }
+        return report
+    }
+
+    /// How many times a migration that lost a lock race is tried, and how long each try waits
+    /// for a lock. Migrations run while the previous release serves (docs/operations.md): an
+    /// `ALTER TABLE` waiting for its lock holds every later query of that table behind it, and
+    /// may deadlock with a running transaction. So a try gives up on a lock after
+    /// ``lockTimeout`` and is rolled back whole, and the migrator tries again after a pause:
+    /// the live traffic waits at most that long, and a lost race is not an operator's problem.
+    public static let attempts = 8
+    public static let lockTimeout = "2s"
+
+    private func apply(_ migration: Migration, checksum: String, on connection: PostgresConnection) async throws {
+        var attempt = 1
+        while true {
             do {
                 try await connection.transaction { connection in
+                    try await connection.query(PostgresQuery("SELECT set_config('lock_timeout', $1, true)", Self.lockTimeout))
                     try await connection.query(PostgresQuery(unsafeSQL: migration.sql))
                     try await connection.query(PostgresQuery(
                         "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
                         migration.version, migration.name, checksum))
                 }
+                return
             } catch var error as PostgresError {
+                // 40P01 deadlock, 40001 serialization failure, 55P03 lock not available.
+                let lostARace = error.isSerializationFailure || error.sqlState == "55P03"
+                if lostARace && attempt < Self.attempts {
+                    logger.warning("migration lost a lock race with the running system; trying again", metadata: [
+                        "migration": "\(migration.fileName)", "attempt": "\(attempt)", "postgres.error": "\(error.message)",
+                    ])
+                    try await Task.sleep(for: .milliseconds(200 * attempt))
+                    attempt += 1
+                    continue
+                }
                 error.message = "migration \(migration.fileName) failed and was rolled back: \(error.message)"
+                if lostARace {
+                    error.message += " (tried \(attempt) times, each waiting at most \(Self.lockTimeout) for locks the running system held)"
+                }
                 throw error
             }
-            report.applied.append(migration)
         }
-        return report
     }
 }

@@ -62,6 +62,34 @@ struct MigratorTests {
         #expect(count == 2)
     }
 
+    /// A migration that cannot take its lock while the running system holds it gives up after
+    /// the lock timeout (so live queries do not queue behind it for long) and is tried again.
+    @Test func aMigrationThatLosesALockRaceIsTriedAgain() async throws {
+        let configuration = try await TestDatabase.fresh()
+        _ = try await Migrator(migrations: Self.migrations).migrate(configuration)
+        let locked = AsyncStream<Void>.makeStream()
+        let holder = Task {
+            try await PostgresConnection.withConnection(configuration) { connection in
+                try await connection.transaction { connection in
+                    _ = try await connection.query(PostgresQuery("SELECT count(*) AS n FROM people"))
+                    locked.continuation.yield()
+                    try await Task.sleep(for: .seconds(3))  // longer than one try's lock timeout
+                }
+            }
+        }
+        for await _ in locked.stream { break }
+        let added = Self.migrations + [Migration(version: 3, name: "0003_nickname", sql: "ALTER TABLE people ADD COLUMN nickname text;")]
+        let report = try await Migrator(migrations: added).migrate(configuration)
+        try await holder.value
+        #expect(report.applied.map(\.version) == [3])
+        let present = try await PostgresConnection.withConnection(configuration) { connection in
+            try await connection.query(PostgresQuery(
+                "SELECT count(*) AS n FROM information_schema.columns WHERE table_name = 'people' AND column_name = 'nickname'"))
+                .single().decode("n", as: Int.self)
+        }
+        #expect(present == 1)
+    }
+
     @Test func failingMigrationRollsBackAndSaysWhich() async throws {
         let configuration = try await TestDatabase.fresh()
         let broken = Self.migrations + [Migration(version: 3, name: "0003_broken", sql: "CREATE TABLE ok (id int); SELECT nope FROM nowhere;")]
