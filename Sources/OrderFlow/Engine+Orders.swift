@@ -136,6 +136,8 @@ extension OrderFlowEngine {
             try Self.validateIdentifier(idempotencyKey, what: "idempotency key")
             try Self.validateIdentifier(expectedState, what: "expected state")
             try Self.validateIdentifier(actor, what: "actor")
+            // Under overload most advances are refused: before rendering, not after.
+            if let busy = pool.commitGroupRefusal { throw busy }
             let started = Date()
             let outcome = try await advanceOutcome(
                 orderID: orderID, target: target, input: input, idempotencyKey: idempotencyKey,

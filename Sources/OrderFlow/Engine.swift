@@ -34,6 +34,15 @@ public struct OrderFlowConfiguration: Sendable {
     /// one group at a time, and many callers still gather into large groups
     /// (`orderflow-bench advance` shows both).
     public var commitGroups: Int = 2
+    /// How long an advance should wait for its group under overload (the queueing delay's
+    /// target, as CoDel bounds it; `PostgresPool.Configuration.queueTarget`). A burst queues
+    /// and is served; while more advances come than the groups commit, only those the groups
+    /// can take within about this long (beyond those that fill the groups) are admitted, and
+    /// the rest are refused at once with ``OrderFlowError/isBusy`` and a
+    /// ``OrderFlowError/retryAfter``, before anything of them is rendered or written, instead of
+    /// queueing for seconds. nil admits advances until their expected wait nears
+    /// `acquireTimeout`. Default 50 ms.
+    public var queueTarget: Duration? = .milliseconds(50)
     /// Whether the customer's app must register a device before a client secret may change it
     /// (``DeviceCredentialPolicy``). Default `.required`.
     public var deviceCredentials: DeviceCredentialPolicy = .required
@@ -136,6 +145,7 @@ public final class OrderFlowEngine: Sendable {
             connection: configuration.database, maximumConnections: configuration.maximumConnections,
             acquireTimeout: configuration.acquireTimeout)
         poolConfiguration.commitGroups = configuration.commitGroups
+        poolConfiguration.queueTarget = configuration.queueTarget
         self.pool = PostgresPool(poolConfiguration, logger: logger)
         self.workflows = WorkflowCatalog(pool: pool, merchantID: configuration.merchantID)
         self.orderCache = OrderCache(capacity: configuration.cachedOrders)

@@ -10,6 +10,10 @@ struct CommitGroups {
     var timeInFlight: Duration = .zero
     var batchesRun = 0
     var batchesFailed = 0
+    /// Statements refused for the queueing target, so far.
+    var refusedForTarget = 0
+    /// The bound on queueing delay, if one is set (`QueueTarget`).
+    var queueTarget: QueueTarget?
 
     /// A group of `size` statements goes out.
     mutating func start(size: Int) {
@@ -30,6 +34,27 @@ struct CommitGroups {
 
     /// Seconds a group took per statement in it, lately (moving average); nil before the first.
     var secondsPerStatement: Double?
+
+    /// The first `count` statements waiting, taken at `now` to go out as a group.
+    mutating func take(_ count: Int, at now: ContinuousClock.Instant) -> ArraySlice<GroupMember> {
+        if let oldest = waiting.first?.queued {
+            queueTarget?.took(oldest: oldest, left: waiting.count - count, at: now)
+        }
+        defer { waiting.removeFirst(count) }
+        return waiting.prefix(count)
+    }
+
+    /// While the queue stands above its target, removes and returns the statements at its back
+    /// that the groups are not expected to take within the target (`QueueTarget.admissible`):
+    /// admitted before the queue was seen standing, they are refused rather than kept waiting.
+    mutating func shedBeyondTarget() -> [GroupMember] {
+        guard let queueTarget, queueTarget.standing, let perPosition = expectedWait(position: 1) else { return [] }
+        let keep = queueTarget.admissible(perPosition: perPosition)
+        guard waiting.count > keep else { return [] }
+        defer { waiting.removeSubrange(keep...) }
+        refusedForTarget += waiting.count - keep
+        return Array(waiting[keep...])
+    }
 
     /// How long a statement `position` places back in the queue would wait, at the pace of the
     /// last groups with as many in flight as now; nil before any group ended.
@@ -56,7 +81,7 @@ struct CommitGroups {
 
 /// What a statement arriving for a group does: run a group now, wait for one, or go away.
 enum GroupArrival {
-    case lead([GroupMember])
+    case lead([GroupMember], started: ContinuousClock.Instant)
     case wait
     case refused(PostgresError)
 }
@@ -70,6 +95,8 @@ struct GroupMember: Sendable {
     let query: PostgresQuery
     /// The statement written once for many (see `PostgresPool.queryCommittingTogether`).
     let batch: StaticString?
+    /// When it came: how long it waited for its group (`QueueTarget`).
+    let queued: ContinuousClock.Instant
     /// Nil for a caller that started a group on arrival (it is not suspended). The first member
     /// of a group is always the one that runs it: a waiter resumed to run the next group keeps
     /// its continuation here, already used, and is never resumed again.
@@ -79,5 +106,7 @@ struct GroupMember: Sendable {
 /// What a statement waiting for a group is resumed with: its answer, or the group to run.
 enum GroupTurn: Sendable {
     case done(Result<PostgresRows, PostgresError>)
-    case lead([GroupMember])
+    /// The group to run, and when it was started: its time in flight counts from then, with the
+    /// wait for its runner to be scheduled and for a connection.
+    case lead([GroupMember], started: ContinuousClock.Instant)
 }

@@ -38,6 +38,16 @@ public final class PostgresPool: Service, Sendable {
         /// always takes whoever waits. Default 2; 1 runs one group at a time; 0 or
         /// less turns grouping off (every statement then runs alone, as `query` runs it).
         public var commitGroups: Int = 2
+        /// The queueing delay `queryCommittingTogether`'s statements should see under overload,
+        /// or nil for none. A burst queues and is served; once the statements taken into groups
+        /// have waited longer than this for 100 ms (a standing queue, as CoDel reckons it), a
+        /// statement beyond those that fill the groups in flight is admitted only if the groups
+        /// are expected to take it within the target, the rest are refused at once with
+        /// `poolBusy` and a `retryAfter`, and the back of the queue beyond it is refused without
+        /// being run. The groups keep committing at their pace and the statements they admit
+        /// commit soon. `acquireTimeout` stays the longest any statement waits. Default nil:
+        /// statements are admitted up to 80 % of `acquireTimeout`.
+        public var queueTarget: Duration?
 
         public init(connection: PostgresConfiguration, maximumConnections: Int = 8, acquireTimeout: Duration = .seconds(10)) {
             self.connection = connection
@@ -73,7 +83,8 @@ public final class PostgresPool: Service, Sendable {
     public init(_ configuration: Configuration, logger: Logger = Logger(label: "orderflow.postgres")) {
         self.configuration = configuration
         self.logger = logger
-        self.grouping = CommitGrouping(limit: configuration.commitGroups, acquireTimeout: configuration.acquireTimeout)
+        self.grouping = CommitGrouping(
+            limit: configuration.commitGroups, acquireTimeout: configuration.acquireTimeout, queueTarget: configuration.queueTarget)
     }
 
 
@@ -131,11 +142,13 @@ public final class PostgresPool: Service, Sendable {
         case wait
     }
 
-    func acquire() async throws -> PostgresConnection {
+    /// A connection from the pool; `first` queues the caller ahead of those waiting, and never
+    /// refuses it for the queue's length (a commit group: its one connection serves many callers).
+    func acquire(first: Bool = false) async throws -> PostgresConnection {
         // One deadline for the whole call, however often the wait is retried.
         var deadline: ContinuousClock.Instant?
         while true {
-            switch try nextAcquireStep(deadline: &deadline) {
+            switch try nextAcquireStep(deadline: &deadline, first: first) {
             case .ready(let connection):
                 return connection
             case .check(let connection):
@@ -149,14 +162,14 @@ public final class PostgresPool: Service, Sendable {
                     throw error
                 }
             case .wait:
-                if let connection = try await waitForConnection(until: deadline!) { return connection }
+                if let connection = try await waitForConnection(until: deadline!, first: first) { return connection }
             }
         }
     }
 
     /// The next step of an acquire; sets `deadline` when the caller first has to wait, and
     /// refuses (`poolBusy`) a caller that would wait longer than it may.
-    private func nextAcquireStep(deadline: inout ContinuousClock.Instant?) throws(PostgresError) -> AcquireStep {
+    private func nextAcquireStep(deadline: inout ContinuousClock.Instant?, first: Bool) throws(PostgresError) -> AcquireStep {
         let maximum = configuration.maximumConnections
         let timeout = configuration.acquireTimeout
         return try state.withLock { state throws(PostgresError) -> AcquireStep in
@@ -174,7 +187,7 @@ public final class PostgresPool: Service, Sendable {
             let now = ContinuousClock.now
             let until = deadline ?? now + timeout
             deadline = until
-            if let refusal = state.shedding.admissionRefusal(
+            if !first, let refusal = state.shedding.admissionRefusal(
                 waiting: state.waiters.count, connections: maximum, remaining: (until - now).seconds, timeout: timeout
             ) {
                 throw refusal
@@ -189,7 +202,7 @@ public final class PostgresPool: Service, Sendable {
     /// whole pool (`expireWaiters`) fails those whose deadline passed. (A timer task per waiter
     /// would put thousands of sleeping tasks and their cancellations on the concurrency pool
     /// under overload, slowing the very callers that hold connections.)
-    private func waitForConnection(until deadline: ContinuousClock.Instant) async throws -> PostgresConnection? {
+    private func waitForConnection(until deadline: ContinuousClock.Instant, first: Bool) async throws -> PostgresConnection? {
         let id = state.withLock { state in
             defer { state.nextWaiterID += 1 }
             return state.nextWaiterID
@@ -204,7 +217,11 @@ public final class PostgresPool: Service, Sendable {
                     if Task.isCancelled { return (.failure(CancellationError()), false) }
                     if !state.idle.isEmpty || state.openCount < maximum { return (.success(nil), false) }
                     if ContinuousClock.now >= deadline { return (.failure(timeoutError(state)), false) }
-                    state.waiters.append(id: id, deadline: deadline, continuation)
+                    if first {
+                        state.waiters.prepend(id: id, deadline: deadline, continuation)
+                    } else {
+                        state.waiters.append(id: id, deadline: deadline, continuation)
+                    }
                     defer { state.expiryTimerRuns = true }
                     return (nil, !state.expiryTimerRuns)
                 }

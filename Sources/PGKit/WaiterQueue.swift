@@ -13,6 +13,16 @@ struct WaiterQueue {
         items.append((id, deadline, continuation))
     }
 
+    /// Queues a waiter ahead of every other (one that carries many callers' work: a commit group).
+    mutating func prepend(id: Int, deadline: ContinuousClock.Instant, _ continuation: Continuation) {
+        if head > 0 {
+            head -= 1
+            items[head] = (id, deadline, continuation)
+        } else {
+            items.insert((id, deadline, continuation), at: 0)
+        }
+    }
+
     /// Removes the waiters at the front whose deadline is not after `now`. (A waiter that
     /// queued again after a retry sits behind later deadlines and is told when it reaches the
     /// front: late, never early.)

@@ -53,6 +53,8 @@ struct EndToEndBenchmark: AsyncParsableCommand {
     var notifyInterval: Int?
     @Option(help: "Claim loops of the worker in this process (its concurrentBatches; default: the worker's).")
     var lanes: Int?
+    @Option(help: "Milliseconds an advance should wait for its commit group under overload (the engine's queueTarget; default: the engine's; 0: off).")
+    var queueTarget: Int?
 
     static let steps: [(String, JSONValue)] = [
         ("accept", ["eta": "+20m"]), ("ready", [:]), ("dispatch", ["eta": "+15m", "driver": "Sam"]), ("deliver", [:]),
@@ -75,6 +77,7 @@ struct EndToEndBenchmark: AsyncParsableCommand {
                 if overload { configuration.engine.cachedOrders = overloadOrders + 1 }
                 configuration.engine.acquireTimeout = .milliseconds(Int64(acquireTimeout * 1000))
                 if let lanes { configuration.worker.concurrentBatches = lanes }
+                if let queueTarget { configuration.engine.queueTarget = queueTarget > 0 ? .milliseconds(queueTarget) : nil }
                 let host = try OrderFlowHost(configuration: configuration, logger: logger)
                 do {
                     _ = try await host.engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
@@ -110,6 +113,7 @@ struct EndToEndBenchmark: AsyncParsableCommand {
         if overload { configuration.cachedOrders = overloadOrders + 1 }
         configuration.acquireTimeout = .milliseconds(Int64(acquireTimeout * 1000))
         if let notifyInterval { configuration.notifyInterval = .milliseconds(notifyInterval) }
+        if let queueTarget { configuration.queueTarget = queueTarget > 0 ? .milliseconds(queueTarget) : nil }
         let engine = OrderFlowEngine(configuration: configuration, logger: logger)
         let executable = workerExecutable ?? URL(fileURLWithPath: CommandLine.arguments[0])
             .deletingLastPathComponent().appendingPathComponent("orderflow").path
@@ -195,6 +199,8 @@ struct EndToEndBenchmark: AsyncParsableCommand {
                 }
                 records.set(j, .init(key: tokens[order] + "|" + status, orderID: "e2e-\(order)", seq: result.transition.seq,
                                      occurredAt: result.transition.occurredAt, returnedAt: returned, lag: lag))
+            } catch let error as OrderFlowError where error.isBusy {
+                records.refuse(error, after: (clock.now - due).asSeconds - lag)
             } catch {
                 records.fail(error)
             }
@@ -206,6 +212,12 @@ struct EndToEndBenchmark: AsyncParsableCommand {
         print(String(format: "driven in %.1f s: %ld advances committed (%.0f/s), %ld failed", driven, succeeded.count,
                      Double(succeeded.count) / driven, records.failures.count))
         if let first = records.failures.first { print("  first failure: \(first)") }
+        let refusals = records.refusals
+        if !refusals.times.isEmpty {
+            print("refused busy            \(refusals.times.count) (\(refusals.times.count * 100 / max(1, total)) %), answered after p50 "
+                  + "\(Stats.ms(Stats.percentile(refusals.times, 0.5))) p99 \(Stats.ms(Stats.percentile(refusals.times, 0.99))); "
+                  + "Retry-After p50 \(Stats.ms(Stats.percentile(refusals.retryAfter, 0.5))); the first: \(refusals.first ?? "")")
+        }
 
         // Everything committed should arrive; wait until it does or stops progressing.
         let drainStart = clock.now
@@ -361,6 +373,16 @@ final class TransitionLog: Sendable {
 
     func set(_ index: Int, _ sample: TransitionSample) { state.withLock { $0.samples[index] = sample } }
     func fail(_ error: any Error) { state.withLock { $0.failures.append(String(describing: error)) } }
+    /// A busy refusal, answered `seconds` after the call started.
+    func refuse(_ error: OrderFlowError, after seconds: Double) {
+        refused.withLock {
+            if $0.first == nil { $0.first = error.message }
+            $0.times.append(seconds)
+            $0.retryAfter.append(error.retryAfter?.asSeconds ?? 0)
+        }
+    }
+    var refusals: (times: [Double], retryAfter: [Double], first: String?) { refused.withLock { $0 } }
+    private let refused = Mutex<(times: [Double], retryAfter: [Double], first: String?)>(([], [], nil))
     var succeeded: [TransitionSample] { state.withLock { $0.samples.compactMap { $0 } } }
     var failures: [String] { state.withLock { $0.failures } }
 }

@@ -67,6 +67,11 @@ struct HostOptions: ParsableArguments {
         valueName: "n"))
     var cachedOrders: Int = 10_000
 
+    @Option(help: ArgumentHelp(
+        "Milliseconds an advance should wait for its commit group under overload (default 50): while more advances come than the database commits, those it cannot commit within about this long are refused at once as busy, with a Retry-After, instead of queueing; 0 turns it off (advances then queue up to their connection wait).",
+        valueName: "ms"))
+    var queueTarget: Int = 50
+
     @Option(help: ArgumentHelp("This worker's name in leases and logs (default host:pid:random).", valueName: "id"))
     var workerID: String?
 
@@ -92,6 +97,7 @@ struct HostOptions: ParsableArguments {
             throw ValidationError("--metrics-port must be between 1 and 65535")
         }
         guard lease >= 1 else { throw ValidationError("--lease must be at least 1 second") }
+        guard queueTarget >= 0 else { throw ValidationError("--queue-target must be 0 (off) or more milliseconds") }
         guard cachedOrders >= 0 else { throw ValidationError("--cached-orders must be 0 (no cache) or more") }
         guard batchSize > 0, concurrency > 0, connections > 1 else {
             throw ValidationError("--batch-size and --concurrency must be at least 1, --connections at least 2")
@@ -130,6 +136,7 @@ struct HostOptions: ParsableArguments {
         var engine = OrderFlowConfiguration(database: database, merchantID: merchantID, maximumConnections: connections)
         engine.acquireTimeout = .seconds(30)
         engine.cachedOrders = cachedOrders
+        engine.queueTarget = queueTarget > 0 ? .milliseconds(queueTarget) : nil
         engine.deviceCredentials = deviceCredentials
         engine.masterKey = masterKey
         var schemaCheck = engine
