@@ -39,8 +39,7 @@ struct TimingGroupCommitQueueTests {
     }
 
     @Test func aBurstFarAboveCapacityIsAdmittedUpToTheTargetAndTheRestRefusedAtOnce() async throws {
-        let pool = try await GroupCommitTests.pool(groups: 2, connections: 4)
-        #expect(pool.configuration.queueTarget == .milliseconds(50), "the default target")
+        let pool = try await TimingQueueTargetTests.pool(target: .milliseconds(50))
         // The groups' pace is learnt first (a burst within capacity: nobody refused).
         let warmUp = await Self.burst(200, prefix: "w", into: pool)
         #expect(warmUp.allSatisfy { $0.refusal == nil }, "\(warmUp.compactMap(\.refusal).first.map(\.message) ?? "")")
@@ -59,7 +58,9 @@ struct TimingGroupCommitQueueTests {
         let admittedP90 = Self.percentile(admitted, 0.9)
         let refusedP50 = Self.percentile(refused.map(\.0), 0.5)
         #expect(admittedP90 < 0.6, "admitted callers wait a few groups, not the burst: p90 \(admittedP90) s")
-        #expect(refusedP50 < 0.2, "refusals come at once: p50 \(refusedP50) s")
+        // Refused at arrival once the queue is seen standing, or from its back at the next
+        // group's end: within the interval and a group or two, not after the burst's wait.
+        #expect(refusedP50 < 0.4, "refusals come soon: p50 \(refusedP50) s")
 
         // Nothing written for a refused statement, every admitted one written once; the queue drained.
         let rows: Int = try await pool.query(PostgresQuery("SELECT count(*)::int AS n FROM t WHERE v LIKE 'b%'")).single().decode("n")
@@ -72,7 +73,7 @@ struct TimingGroupCommitQueueTests {
 
     /// Callers that keep statements coming, no more than the groups commit: none refused.
     @Test func atCapacityNobodyIsRefused() async throws {
-        let pool = try await GroupCommitTests.pool(groups: 2, connections: 4)
+        let pool = try await TimingQueueTargetTests.pool(target: .milliseconds(50))
         let until = ContinuousClock.now + .seconds(1)
         let refusals = try await withThrowingTaskGroup(of: Int.self) { group in
             for caller in 0..<100 {
