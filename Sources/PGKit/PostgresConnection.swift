@@ -299,7 +299,7 @@ public actor PostgresConnection {
         parameterLists.reserveCapacity(queries.count)
         for query in queries {
             guard query.preparedKey != nil else {
-                throw PostgresError(.invalidParameter, "only statements written in the source can be sent in a group")
+                throw PostgresError(.invalidParameter, "only statements written in the source and prepared once per connection can be sent in a group")
             }
             parameterLists.append(try Self.parameters(of: query))
         }

@@ -219,9 +219,10 @@ struct OrderStore: Sendable {
 
     /// Activity commands of the order not handled yet.
     func pendingCommands(orderID: String) async throws -> Int {
+        // Planned at each run: the queue empties and fills (OutboxStore.claim says why).
         try await pool.query(PostgresQuery(
-            "SELECT count(*) AS n FROM activity_commands WHERE merchant_id = $1 AND order_id = $2", merchantID, orderID)
-        ).single().decode("n", as: Int.self)
+            "SELECT count(*) AS n FROM activity_commands WHERE merchant_id = $1 AND order_id = $2", merchantID, orderID
+        ).plannedEachRun()).single().decode("n", as: Int.self)
     }
 
     /// A page of orders (one more than `limit`, to tell whether another page follows), with

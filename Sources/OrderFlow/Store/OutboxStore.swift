@@ -50,6 +50,11 @@ struct OutboxStore: Sendable {
     /// transaction only): it is on the path of every push, and a lease lost in a crash loses
     /// nothing — the commands are still there, and the next claim takes them (the completion
     /// after the send waits for its flush, and with it for the claim's).
+    ///
+    /// Planned at each run (`plannedEachRun`): a plan cached while the outbox stood empty (a
+    /// quiet hour, vacuumed to nothing) reads `activity_commands` whole for each command once a
+    /// burst fills it, and claims of 100 took seconds with a few thousand queued, until
+    /// autovacuum analyzed the table again; a plan made at the run sees the table's size.
     func claim(workerID: String, limit: Int, lease: Duration, merchants: MerchantScope, excluding excluded: [String] = [],
                maximumTransitions: Int) async throws -> ClaimedBatch
     {
@@ -177,7 +182,7 @@ struct OutboxStore: Sendable {
                     WHERE c.merchant_id = o.merchant_id AND c.order_id = o.order_id) AS channel
             FROM claimed k
             JOIN orders o ON o.merchant_id = k.merchant_id AND o.order_id = k.order_id
-            """, workerID, limit, lease.inSeconds, merchants.boundMerchantIDs, excluded, maximumTransitions))
+            """, workerID, limit, lease.inSeconds, merchants.boundMerchantIDs, excluded, maximumTransitions).plannedEachRun())
         let decoder = JSONDecoder()
         var batch = ClaimedBatch()
         for row in rows {
@@ -419,7 +424,7 @@ struct OutboxStore: Sendable {
             """, workerID, json(completion.deliveries), keyed(completion.activities),
             keyed(completion.deadPushToStartTokens), keyed(completion.deadAlertTokens),
             keyed(completion.handledCommands), json(completion.deferrals), keyed(completion.released),
-            keyed(completion.deadFCMTokens)))
+            keyed(completion.deadFCMTokens)).plannedEachRun())  // deletes from the queue: as the claim
     }
 
     // MARK: Housekeeping
@@ -438,7 +443,7 @@ struct OutboxStore: Sendable {
               AND ($3::text[] IS NULL OR a.merchant_id = ANY($3::text[]))
               AND NOT EXISTS (SELECT 1 FROM activity_commands c
                               WHERE c.merchant_id = a.merchant_id AND c.order_id = a.order_id)
-            """, age, maximumAttempts, merchants.boundMerchantIDs)).affectedRows
+            """, age, maximumAttempts, merchants.boundMerchantIDs).plannedEachRun()).affectedRows  // probes the queue: as the claim
     }
 
     /// Commands waiting, due or deferred, of `merchants`, per merchant (those with none are absent).
