@@ -40,6 +40,7 @@ final class BatchDispatcher: Sendable {
         }
 
         // Merge: what each activity is sent.
+        let sendStarted = ContinuousClock.now
         let merge = ActivityMerge(configuration: configuration, now: WorkerClock.now())
         var plans: [ActivityPlan] = []
         var planned: [(order: OutboxOrder, plans: Range<Int>, channel: ChannelOutcome?)] = []
@@ -99,8 +100,11 @@ final class BatchDispatcher: Sendable {
         }
         completion.released += released.map { .init(merchantID: $0.merchantID, orderID: $0.orderID) }
 
+        let recordStarted = ContinuousClock.now
+        metrics.record(.send, recordStarted - sendStarted)
         do {
             try await recordWithRetries(completion)
+            metrics.record(.record, ContinuousClock.now - recordStarted)
         } catch {
             // The pushes went out but are not recorded: they may be sent again after the lease.
             logger.error("cannot record a batch; its orders are retried when their leases expire", metadata: [

@@ -12,18 +12,20 @@ final class ClaimLoop: Sendable {
     private let router: MerchantRouter
     private let dispatcher: BatchDispatcher
     private let doorbell: WorkerDoorbell
+    private let metrics: WorkerMetrics
     private let stopping: StopLatch
     private let logger: Logger
     /// The earliest time a deferral this worker wrote falls due: idle polls wake up for it.
     private let nextDeferral = Mutex(Double.infinity)
 
     init(configuration: WorkerConfiguration, store: OutboxStore, router: MerchantRouter, dispatcher: BatchDispatcher,
-         doorbell: WorkerDoorbell, stopping: StopLatch, logger: Logger) {
+         doorbell: WorkerDoorbell, metrics: WorkerMetrics, stopping: StopLatch, logger: Logger) {
         self.configuration = configuration
         self.store = store
         self.router = router
         self.dispatcher = dispatcher
         self.doorbell = doorbell
+        self.metrics = metrics
         self.stopping = stopping
         self.logger = logger
     }
@@ -75,6 +77,8 @@ final class ClaimLoop: Sendable {
                 continue
             }
             idle = configuration.idlePollMinimum
+            metrics.record(.claim, ContinuousClock.now - claimIssued)
+            metrics.recordBatch(orders: claimed.count)
             // A full batch: more may be waiting; another loop claims them meanwhile. (Orders that
             // changed after the claim's snapshot are released with this batch; this loop claims
             // again at once after it.)

@@ -18,6 +18,14 @@ import Synchronization
 /// - `orderflow_purge_last_success_timestamp_seconds`: when the purge last ran to its end (Unix
 ///   time), whether or not anything was due: a quiet shop purges nothing, a stuck purge stops this.
 ///
+/// And of the worker's claim loops, to see where a batch's time goes when the queue grows:
+///
+/// - `orderflow_worker_stage_seconds{stage}`: per batch, how long its `claim` (lease and read the
+///   orders), `send` (merge and send every push) and `record` (one statement for the outcomes)
+///   took.
+/// - `orderflow_worker_batch_orders`: orders per claimed batch (a batch as large as `batchSize`
+///   means more was waiting).
+///
 /// And two of the worker as a whole, for alerts (deploy/prometheus/alerts.yml):
 ///
 /// - `orderflow_database_reachable`: 1 when the last queue-depth sample read the database, 0
@@ -31,6 +39,8 @@ final class WorkerMetrics: Sendable {
     private let databaseReachable: Gauge
     private let purgeSucceeded: Gauge
     private let pauses = Mutex(Pauses())
+    private let stages: [WorkerStage: Timer]
+    private let batchOrders: Recorder
 
     private struct Pauses {
         var gauges: [String: Gauge] = [:]
@@ -52,6 +62,20 @@ final class WorkerMetrics: Sendable {
         self.factory = factory
         databaseReachable = Gauge(label: "orderflow_database_reachable", factory: factory)
         purgeSucceeded = Gauge(label: "orderflow_purge_last_success_timestamp_seconds", factory: factory)
+        stages = Dictionary(uniqueKeysWithValues: WorkerStage.allCases.map {
+            ($0, Timer(label: "orderflow_worker_stage_seconds", dimensions: [("stage", $0.rawValue)], factory: factory))
+        })
+        batchOrders = Recorder(label: "orderflow_worker_batch_orders", factory: factory)
+    }
+
+    /// A stage of a batch took `duration`.
+    func record(_ stage: WorkerStage, _ duration: Duration) {
+        stages[stage]?.recordNanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
+    }
+
+    /// A claim leased `orders` orders (not counted: claims that found nothing).
+    func recordBatch(orders: Int) {
+        batchOrders.record(orders)
     }
 
     func recordDatabaseReachable(_ reachable: Bool) {
@@ -143,4 +167,9 @@ final class WorkerMetrics: Sendable {
             counter.increment(by: count)
         }
     }
+}
+
+/// The stages of one batch of the worker (`orderflow_worker_stage_seconds`).
+enum WorkerStage: String, CaseIterable, Sendable {
+    case claim, send, record
 }
