@@ -53,6 +53,8 @@ struct EndToEndBenchmark: AsyncParsableCommand {
     var notifyInterval: Int?
     @Option(help: "Claim loops of the worker in this process (its concurrentBatches; default: the worker's).")
     var lanes: Int?
+    @Option(help: "Orders the engine keeps in memory (its cachedOrders; default: the engine's, or every order of --overload).")
+    var cachedOrders: Int?
     @Option(help: "Milliseconds an advance should wait for its commit group under overload (the engine's queueTarget; default: the engine's; 0: off).")
     var queueTarget: Int?
 
@@ -75,10 +77,12 @@ struct EndToEndBenchmark: AsyncParsableCommand {
             } else {
                 var configuration = apns.hostConfiguration(database: bench.configuration, connections: connections, workerID: "bench-e2e")
                 if overload { configuration.engine.cachedOrders = overloadOrders + 1 }
+                if let cachedOrders { configuration.engine.cachedOrders = cachedOrders }
                 configuration.engine.acquireTimeout = .milliseconds(Int64(acquireTimeout * 1000))
                 if let lanes { configuration.worker.concurrentBatches = lanes }
                 if let queueTarget { configuration.engine.queueTarget = queueTarget > 0 ? .milliseconds(queueTarget) : nil }
-                let host = try OrderFlowHost(configuration: configuration, logger: logger)
+                let stages = WorkerStageLog()
+                let host = try OrderFlowHost(configuration: configuration, logger: logger, metricsFactory: stages)
                 do {
                     _ = try await host.engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("food-order"), file: "food-order.yaml")
                 } catch {
@@ -86,7 +90,7 @@ struct EndToEndBenchmark: AsyncParsableCommand {
                     throw error
                 }
                 try await whileRunning(host, logger: logger) {
-                    try await drive(engine: host.engine, apns: apns, bench: bench, worker: nil)
+                    try await drive(engine: host.engine, apns: apns, bench: bench, worker: nil, stages: stages)
                 }
             }
             outcome = .success(())
@@ -98,11 +102,12 @@ struct EndToEndBenchmark: AsyncParsableCommand {
         try outcome.get()
     }
 
-    private func drive(engine: OrderFlowEngine, apns: BenchAPNS, bench: BenchDatabase, worker: SeparateWorker?) async throws {
+    private func drive(engine: OrderFlowEngine, apns: BenchAPNS, bench: BenchDatabase, worker: SeparateWorker?,
+                       stages: WorkerStageLog? = nil) async throws {
         if overload {
             try await measureOverload(engine: engine, apns: apns, bench: bench, worker: worker)
         } else {
-            try await measure(engine: engine, apns: apns, bench: bench, worker: worker)
+            try await measure(engine: engine, apns: apns, bench: bench, worker: worker, stages: stages)
         }
     }
 
@@ -111,6 +116,7 @@ struct EndToEndBenchmark: AsyncParsableCommand {
     private func runWithSeparateWorker(apns: BenchAPNS, bench: BenchDatabase, logger: Logger) async throws {
         var configuration = OrderFlowConfiguration(database: bench.configuration, maximumConnections: connections)
         if overload { configuration.cachedOrders = overloadOrders + 1 }
+        if let cachedOrders { configuration.cachedOrders = cachedOrders }
         configuration.acquireTimeout = .milliseconds(Int64(acquireTimeout * 1000))
         if let notifyInterval { configuration.notifyInterval = .milliseconds(notifyInterval) }
         if let queueTarget { configuration.queueTarget = queueTarget > 0 ? .milliseconds(queueTarget) : nil }
@@ -141,7 +147,8 @@ struct EndToEndBenchmark: AsyncParsableCommand {
         try result.get()
     }
 
-    private func measure(engine: OrderFlowEngine, apns: BenchAPNS, bench: BenchDatabase, worker: SeparateWorker?) async throws {
+    private func measure(engine: OrderFlowEngine, apns: BenchAPNS, bench: BenchDatabase, worker: SeparateWorker?,
+                         stages: WorkerStageLog?) async throws {
         let rate = self.rate
         let window = max(1, Int((Double(rate) * spacing).rounded(.up)))  // orders in rotation
         let total = rate * seconds
@@ -176,32 +183,42 @@ struct EndToEndBenchmark: AsyncParsableCommand {
         apns.server.reset()
 
         let records = TransitionLog(count: total)
+        let progress = OrderProgress(orders: orderCount, steps: roundsPerOrder)
         let sampler = QueueDepthSampler()
         let samplerTask = Task { await sampler.run(configuration: bench.configuration) }
 
-        print("driving \(total) transitions at \(rate)/s for \(seconds) s over \(window) orders in rotation (each advanced every \(spacing) s)…")
+        print("driving \(total) transitions at \(rate)/s for \(seconds) s over \(window) orders in rotation (each advanced every \(spacing) s; "
+              + "the engine keeps \(engine.configuration.cachedOrders) orders in memory)…")
         let clock = ContinuousClock()
         let wakeWatch = worker == nil ? nil : WakeWatch(configuration: bench.configuration)
         let commitsBefore = try? await Self.databaseCommits(engine: engine)
         let statementsBefore = await StatementTime.read(engine.pool)
         let start = clock.now
+        stages?.reset()
         await runOpenLoop(count: total, rate: rate) { j, due in
             let lag = (clock.now - due).asSeconds
             let slot = j % window, round = j / window
             let order = (round / roundsPerOrder) * window + slot
-            let (target, input) = Self.steps[round % roundsPerOrder]
+            // The order's next step, not the schedule's: a refused step is taken again at the
+            // order's next turn (as a caller told `busy` retries), so one refusal does not turn
+            // the order's later steps into invalid transitions.
+            guard let step = progress.begin(order) else { return }
+            let (target, input) = Self.steps[step]
             do {
                 let result = try await engine.advance("e2e-\(order)", to: target, input: input)
+                progress.end(order, advanced: true)
                 let returned = Date()
                 var status = ""
                 if case .object(let content) = result.transition.rendered.content, case .string(let value)? = content["status"] {
                     status = value
                 }
-                records.set(j, .init(key: tokens[order] + "|" + status, orderID: "e2e-\(order)", seq: result.transition.seq,
+                records.set(j, .init(token: tokens[order], status: status, step: step, orderID: "e2e-\(order)", seq: result.transition.seq,
                                      occurredAt: result.transition.occurredAt, returnedAt: returned, lag: lag))
             } catch let error as OrderFlowError where error.isBusy {
+                progress.end(order, advanced: false)
                 records.refuse(error, after: (clock.now - due).asSeconds - lag)
             } catch {
+                progress.end(order, advanced: false)
                 records.fail(error)
             }
         }
@@ -212,6 +229,10 @@ struct EndToEndBenchmark: AsyncParsableCommand {
         print(String(format: "driven in %.1f s: %ld advances committed (%.0f/s), %ld failed", driven, succeeded.count,
                      Double(succeeded.count) / driven, records.failures.count))
         if let first = records.failures.first { print("  first failure: \(first)") }
+        let (stillRunning, finished) = progress.skipped
+        if stillRunning + finished > 0 {
+            print("turns not taken         \(stillRunning) (the order's previous step still running), \(finished) (the order already delivered)")
+        }
         let refusals = records.refusals
         if !refusals.times.isEmpty {
             print("refused busy            \(refusals.times.count) (\(refusals.times.count * 100 / max(1, total)) %), answered after p50 "
@@ -219,11 +240,16 @@ struct EndToEndBenchmark: AsyncParsableCommand {
                   + "Retry-After p50 \(Stats.ms(Stats.percentile(refusals.retryAfter, 0.5))); the first: \(refusals.first ?? "")")
         }
 
-        // Everything committed should arrive; wait until it does or stops progressing.
+        // Everything committed should arrive, several transitions of an order in one push when
+        // the worker found them waiting together: wait until the outbox is empty, or until
+        // nothing more arrives for 15 s.
         let drainStart = clock.now
         var last = apns.server.acceptedCount
         var lastProgress = clock.now
-        while apns.server.acceptedCount < succeeded.count, clock.now - lastProgress < .seconds(15) {
+        while clock.now - lastProgress < .seconds(15) {
+            let empty = try await engine.pool.query(PostgresQuery("SELECT NOT EXISTS (SELECT FROM activity_commands) AS empty"))
+                .single().decode("empty", as: Bool.self)
+            if empty { break }
             try await Task.sleep(for: .milliseconds(100))
             let now = apns.server.acceptedCount
             if now != last { last = now; lastProgress = clock.now }
@@ -231,17 +257,20 @@ struct EndToEndBenchmark: AsyncParsableCommand {
         let drained = (clock.now - drainStart).asSeconds
         try await Task.sleep(for: .seconds(1))
         samplerTask.cancel()
-        let depths = await samplerTask.value
+        let (depths, activity) = await samplerTask.value
         let wakeArrivals = await wakeWatch?.stop()
 
-        // Match each push to its transition by activity token and content-state status.
-        var received: [String: Date] = [:]
+        // Each transition is shown by the first push to its activity that carries its step or a
+        // later one (a push merging several transitions carries the newest).
+        var stepOfStatus: [String: Int] = [:]
+        for record in succeeded { stepOfStatus[record.status] = record.step }
+        var pushesByToken: [String: [(at: Date, step: Int)]] = [:]
         var unmatchedPushes = 0
         for push in apns.server.pushes() {
-            let status = push.aps?["content-state"]?["status"]?.stringValue ?? ""
-            let key = push.deviceToken + "|" + status
-            if received[key] == nil { received[key] = push.receivedAt } else { unmatchedPushes += 1 }
+            guard let step = stepOfStatus[push.aps?["content-state"]?["status"]?.stringValue ?? ""] else { unmatchedPushes += 1; continue }
+            pushesByToken[push.deviceToken, default: []].append((push.receivedAt, step))
         }
+        for token in pushesByToken.keys { pushesByToken[token]!.sort { $0.at < $1.at } }
         let commitTimes = try await Self.commitTimestamps(engine: engine)
         var fromCommit: [Double] = []
         var fromCommitTimestamp: [Double] = []
@@ -249,10 +278,12 @@ struct EndToEndBenchmark: AsyncParsableCommand {
         var lags: [Double] = []
         var commitsWithPush: [Double] = []
         var pushesAfterCommit: [Double] = []
-        var missing = 0
+        var missing = 0, merged = 0
         for record in succeeded {
             lags.append(record.lag)
-            guard let at = received.removeValue(forKey: record.key) else { missing += 1; continue }
+            guard let push = pushesByToken[record.token]?.first(where: { $0.step >= record.step }) else { missing += 1; continue }
+            if push.step > record.step { merged += 1 }
+            let at = push.at
             fromCommit.append(at.timeIntervalSince(record.occurredAt))
             if let committed = commitTimes?[TransitionKey(orderID: record.orderID, seq: record.seq)] {
                 fromCommitTimestamp.append(at.timeIntervalSince1970 - committed)
@@ -261,16 +292,16 @@ struct EndToEndBenchmark: AsyncParsableCommand {
             }
             fromReturn.append(at.timeIntervalSince(record.returnedAt))
         }
-        unmatchedPushes += received.count
 
         print("")
         print("e2e: rate \(rate)/s for \(seconds) s, \(window) orders in rotation, "
               + (worker == nil ? "worker in process (wake signal)" : "worker in its own process (LISTEN/NOTIFY)") + ", local APNs")
         print(String(format: "advances committed      %8d  (%.0f/s achieved)", succeeded.count, Double(succeeded.count) / driven)
               + "; start lag behind schedule p50 \(Stats.ms(Stats.percentile(lags, 0.5))) p99 \(Stats.ms(Stats.percentile(lags, 0.99))) max \(Stats.ms(lags.max() ?? 0))")
-        print("pushes delivered        \(apns.server.acceptedCount) of \(succeeded.count) expected"
-              + "  (\(missing) transitions without their push, \(unmatchedPushes) pushes not matched, \(apns.server.rejectedCount) refused)")
-        print(String(format: "drain after last step   %.2f s", drained))
+        print("pushes delivered        \(apns.server.acceptedCount) for \(succeeded.count) transitions"
+              + "  (\(merged) shown by a later push that merged them, \(missing) never shown, \(unmatchedPushes) pushes not matched, "
+              + "\(apns.server.rejectedCount) refused)")
+        print(String(format: "drain after last step   %.2f s (until the outbox was empty)", drained))
         if let commitsBefore, let commitsAfter, !succeeded.isEmpty {
             // Everyone's transactions (advances, the worker's claims and completions, NOTIFYs):
             // what the database was asked to commit per advance.
@@ -306,6 +337,10 @@ struct EndToEndBenchmark: AsyncParsableCommand {
         } else {
             print("queue depth (activity_commands, every 1 s, \(depths.count) samples): first \(depths.first!)  last \(depths.last!)  max \(depths.max()!)  p50 \(Int(Stats.percentile(depths.map { Double($0) }, 0.5)))")
             print("  samples: \(depths.map { String($0) }.joined(separator: " "))")
+        }
+        print("database sessions (pg_stat_activity, every 1 s): " + QueueDepthSampler.describe(activity))
+        if let stages {
+            for line in stages.report(from: start) { print(line) }
         }
     }
 
@@ -355,7 +390,10 @@ struct TransitionKey: Hashable {
 
 /// One committed transition of the e2e run.
 struct TransitionSample: Sendable {
-    var key: String
+    var token: String
+    var status: String
+    /// Its place in `EndToEndBenchmark.steps`.
+    var step: Int
     var orderID: String
     var seq: Int
     var occurredAt: Date
@@ -387,11 +425,49 @@ final class TransitionLog: Sendable {
     var failures: [String] { state.withLock { $0.failures } }
 }
 
-/// `SELECT count(*) FROM activity_commands` every second on a connection of its own, until cancelled.
+/// Where each order of the e2e run is: its next step, and whether a step of it is running.
+final class OrderProgress: Sendable {
+    private let state: Mutex<(next: [UInt8], running: [Bool], stillRunning: Int, finished: Int)>
+    private let steps: Int
+
+    init(orders: Int, steps: Int) {
+        self.steps = steps
+        state = Mutex((Array(repeating: 0, count: orders), Array(repeating: false, count: orders), 0, 0))
+    }
+
+    /// The step an order's turn takes, or nil when the turn is skipped (its previous step is
+    /// still running, or it has taken every step).
+    func begin(_ order: Int) -> Int? {
+        state.withLock { state in
+            if state.running[order] { state.stillRunning += 1; return nil }
+            guard Int(state.next[order]) < steps else { state.finished += 1; return nil }
+            state.running[order] = true
+            return Int(state.next[order])
+        }
+    }
+
+    func end(_ order: Int, advanced: Bool) {
+        state.withLock { state in
+            state.running[order] = false
+            if advanced { state.next[order] += 1 }
+        }
+    }
+
+    var skipped: (stillRunning: Int, finished: Int) { state.withLock { ($0.stillRunning, $0.finished) } }
+}
+
+/// Every second on a connection of its own, until cancelled: `activity_commands`' depth, and
+/// what the database's other sessions were doing (`pg_stat_activity`: active, or idle inside a
+/// transaction, and what they waited for), to tell a worker starved of the database from one
+/// starved of the processor.
 struct QueueDepthSampler: Sendable {
-    func run(configuration: PostgresConfiguration) async -> [Int] {
+    /// One sample of pg_stat_activity: sessions by what they were doing ("active", "active:Lock/tuple", …).
+    typealias Activity = [String: Int]
+
+    func run(configuration: PostgresConfiguration) async -> ([Int], [Activity]) {
         (try? await PostgresConnection.withConnection(configuration) { connection in
             var depths: [Int] = []
+            var activity: [Activity] = []
             let clock = ContinuousClock()
             var next = clock.now
             while !Task.isCancelled {
@@ -400,11 +476,36 @@ struct QueueDepthSampler: Sendable {
                 {
                     depths.append(depth)
                 }
+                if let rows = try? await connection.query(PostgresQuery("""
+                    SELECT state || coalesce(':' || wait_event_type || '/' || wait_event, '') AS what, count(*)::bigint AS n
+                    FROM pg_stat_activity
+                    WHERE datname = current_database() AND pid <> pg_backend_pid() AND state IN ('active', 'idle in transaction')
+                    GROUP BY 1
+                    """)) {
+                    var sample: Activity = [:]
+                    for row in rows {
+                        if let what = try? row.decode("what", as: String.self), let count = try? row.decode("n", as: Int.self) {
+                            sample[what] = count
+                        }
+                    }
+                    activity.append(sample)
+                }
                 next = next + .seconds(1)
                 try? await clock.sleep(until: next)
             }
-            return depths
-        }) ?? []
+            return (depths, activity)
+        }) ?? ([], [])
+    }
+
+    /// Sessions busy per sample on average, and the most frequent things they were doing.
+    static func describe(_ samples: [Activity]) -> String {
+        guard !samples.isEmpty else { return "no samples" }
+        var totals: [String: Int] = [:]
+        for sample in samples { for (what, count) in sample { totals[what, default: 0] += count } }
+        let busy = Double(totals.values.reduce(0, +)) / Double(samples.count)
+        let top = totals.sorted { $0.value > $1.value }.prefix(6)
+            .map { String(format: "%@ %.1f", $0.key, Double($0.value) / Double(samples.count)) }
+        return String(format: "%.1f busy on average (%ld samples); ", busy, samples.count) + top.joined(separator: ", ")
     }
 }
 
