@@ -138,6 +138,7 @@ extension OrderFlowEngine {
             try Self.validateIdentifier(actor, what: "actor")
             // Under overload most advances are refused: before rendering, not after.
             if let busy = pool.commitGroupRefusal { throw busy }
+            if let busy = wakeSignal.pushLag?.refusal() { throw busy }
             let started = Date()
             let outcome = try await advanceOutcome(
                 orderID: orderID, target: target, input: input, idempotencyKey: idempotencyKey,

@@ -43,6 +43,16 @@ public struct OrderFlowConfiguration: Sendable {
     /// queueing for seconds. nil admits advances until their expected wait nears
     /// `acquireTimeout`. Default 50 ms.
     public var queueTarget: Duration? = .milliseconds(50)
+    /// How long the pushes of the worker in this process (an `OrderFlowHost`, `orderflow serve`
+    /// with its worker) may run behind the advances before advances are refused, or nil for
+    /// no such bound. Once the commands the worker claims have waited longer than this for
+    /// 100 ms, advances are refused at once with ``OrderFlowError/isBusy`` and a
+    /// ``OrderFlowError/retryAfter``, nothing of them written, until the worker has caught up:
+    /// under overload the advances admitted reach the phones within about this long, instead
+    /// of every push waiting seconds behind the others (several transitions of an order then
+    /// merge into one push, so a late push still shows the newest state). Workers in other
+    /// processes do not count. Default nil: advances are admitted however far the pushes lag.
+    public var pushLagTarget: Duration?
     /// Whether the customer's app must register a device before a client secret may change it
     /// (``DeviceCredentialPolicy``). Default `.required`.
     public var deviceCredentials: DeviceCredentialPolicy = .required
@@ -151,7 +161,7 @@ public final class OrderFlowEngine: Sendable {
         self.orderCache = OrderCache(capacity: configuration.cachedOrders)
         self.wakeSignal = WakeSignal(
             pool: configuration.notifyWorkers ? pool : nil, channel: Self.wakeChannel,
-            interval: configuration.notifyInterval)
+            interval: configuration.notifyInterval, pushLag: configuration.pushLagTarget.map(PushLag.init(target:)))
         self.clientKeys = SharedMutex([:])
         self.apiKeys = SharedMutex([:])
         self.feedHorizonFloor = SharedMutex(0)

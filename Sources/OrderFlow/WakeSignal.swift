@@ -21,10 +21,16 @@ public final class WakeSignal: Sendable {
         var nextID = 0
     }
 
-    init(pool: PostgresPool?, channel: String, interval: Duration) {
+    /// How far the worker in this process runs behind the engine's advances, when the engine
+    /// admits advances by it (``OrderFlowConfiguration/pushLagTarget``): the worker that this
+    /// signal wakes says so after each claim.
+    let pushLag: PushLag?
+
+    init(pool: PostgresPool?, channel: String, interval: Duration, pushLag: PushLag? = nil) {
         self.pool = pool
         self.channel = channel
         self.interval = interval
+        self.pushLag = pushLag
     }
 
     /// A stream that yields whenever this process commits work for workers. Buffers at most one

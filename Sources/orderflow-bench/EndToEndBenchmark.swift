@@ -57,6 +57,8 @@ struct EndToEndBenchmark: AsyncParsableCommand {
     var cachedOrders: Int?
     @Option(help: "Milliseconds an advance should wait for its commit group under overload (the engine's queueTarget; default: the engine's; 0: off).")
     var queueTarget: Int?
+    @Option(help: "Milliseconds the in-process worker's pushes may run behind before advances are refused (the engine's pushLagTarget; default: off).")
+    var pushLagTarget: Int?
 
     static let steps: [(String, JSONValue)] = [
         ("accept", ["eta": "+20m"]), ("ready", [:]), ("dispatch", ["eta": "+15m", "driver": "Sam"]), ("deliver", [:]),
@@ -81,6 +83,7 @@ struct EndToEndBenchmark: AsyncParsableCommand {
                 configuration.engine.acquireTimeout = .milliseconds(Int64(acquireTimeout * 1000))
                 if let lanes { configuration.worker.concurrentBatches = lanes }
                 if let queueTarget { configuration.engine.queueTarget = queueTarget > 0 ? .milliseconds(queueTarget) : nil }
+                if let pushLagTarget { configuration.engine.pushLagTarget = .milliseconds(pushLagTarget) }
                 let stages = WorkerStageLog()
                 let host = try OrderFlowHost(configuration: configuration, logger: logger, metricsFactory: stages)
                 do {

@@ -51,14 +51,16 @@ struct OutboxStore: Sendable {
     /// nothing — the commands are still there, and the next claim takes them (the completion
     /// after the send waits for its flush, and with it for the claim's).
     ///
-    /// Planned at each run (`plannedEachRun`): a plan cached while the outbox stood empty (a
-    /// quiet hour, vacuumed to nothing) reads `activity_commands` whole for each command once a
-    /// burst fills it, and claims of 100 took seconds with a few thousand queued, until
-    /// autovacuum analyzed the table again; a plan made at the run sees the table's size.
+    /// `planning`: `.eachRun` when the queue may have grown since the statement was last planned
+    /// (``ClaimLoop`` says when). A plan cached while the outbox stood empty (a quiet hour,
+    /// vacuumed to nothing) reads `activity_commands` whole for each command once a burst fills
+    /// it — claims of 100 took seconds with a few thousand queued, until autovacuum analyzed the
+    /// table again — while a plan made at the run sees the table's size. Planning costs about
+    /// as much as a small claim, so a steady trickle keeps its cached plan.
     func claim(workerID: String, limit: Int, lease: Duration, merchants: MerchantScope, excluding excluded: [String] = [],
-               maximumTransitions: Int) async throws -> ClaimedBatch
+               maximumTransitions: Int, planning: PostgresQuery.Planning = .cached) async throws -> ClaimedBatch
     {
-        let rows = try await pool.query(PostgresQuery("""
+        var query = PostgresQuery("""
             WITH no_flush_wait AS MATERIALIZED (
                 SELECT set_config('synchronous_commit', 'off', true) AS setting
             ), candidates AS (
@@ -116,7 +118,8 @@ struct OutboxStore: Sendable {
                    COALESCE((SELECT t.input FROM order_transitions t
                              WHERE t.merchant_id = o.merchant_id AND t.order_id = o.order_id AND t.seq = 1),
                             '{}'::jsonb) AS start_input,
-                   COALESCE((SELECT json_agg(json_build_object('id', c.id, 'seq', c.seq, 'kind', c.kind, 'device', c.device_id)
+                   COALESCE((SELECT json_agg(json_build_object('id', c.id, 'seq', c.seq, 'kind', c.kind, 'device', c.device_id,
+                                                               'age', extract(epoch FROM now() - c.available_at))
                                              ORDER BY c.id)
                              FROM activity_commands c
                              WHERE c.merchant_id = o.merchant_id AND c.order_id = o.order_id AND c.available_at <= now()),
@@ -182,7 +185,9 @@ struct OutboxStore: Sendable {
                     WHERE c.merchant_id = o.merchant_id AND c.order_id = o.order_id) AS channel
             FROM claimed k
             JOIN orders o ON o.merchant_id = k.merchant_id AND o.order_id = k.order_id
-            """, workerID, limit, lease.inSeconds, merchants.boundMerchantIDs, excluded, maximumTransitions).plannedEachRun())
+            """, workerID, limit, lease.inSeconds, merchants.boundMerchantIDs, excluded, maximumTransitions)
+        if planning == .eachRun { query = query.plannedEachRun() }
+        let rows = try await pool.query(query)
         let decoder = JSONDecoder()
         var batch = ClaimedBatch()
         for row in rows {
@@ -303,7 +308,8 @@ struct OutboxStore: Sendable {
     /// Activity rows change only where this worker's view still holds: status and start time
     /// only while the row keeps the update token the worker saw (a token registered meanwhile
     /// wins), sequence numbers and timestamps only forwards.
-    func complete(workerID: String, _ completion: Completion) async throws {
+    /// `planning`: `.eachRun` for a full batch, whose queue may be long (as ``claim(workerID:limit:lease:merchants:excluding:maximumTransitions:planning:)``).
+    func complete(workerID: String, _ completion: Completion, planning: PostgresQuery.Planning = .cached) async throws {
         // Each row as the JSON object its recordset below reads (snake_case names), built
         // directly: `JSONEncoder` with `.convertToSnakeCase` costs more than the record's
         // statement under load.
@@ -319,7 +325,7 @@ struct OutboxStore: Sendable {
         func keyed<Row: CompletionRow>(_ rows: [Row]) -> [PostgresJSON] {
             rows.map { PostgresJSON($0.completionJSON.jsonString) }
         }
-        try await pool.query(PostgresQuery("""
+        var query = PostgresQuery("""
             WITH delivered AS (
                 INSERT INTO deliveries (merchant_id, order_id, device_id, seq, merged, event, token_kind, token_suffix,
                                         priority, aps_timestamp, alert_title, apns_id, status, reason, outcome,
@@ -424,7 +430,9 @@ struct OutboxStore: Sendable {
             """, workerID, json(completion.deliveries), keyed(completion.activities),
             keyed(completion.deadPushToStartTokens), keyed(completion.deadAlertTokens),
             keyed(completion.handledCommands), json(completion.deferrals), keyed(completion.released),
-            keyed(completion.deadFCMTokens)).plannedEachRun())  // deletes from the queue: as the claim
+            keyed(completion.deadFCMTokens))
+        if planning == .eachRun { query = query.plannedEachRun() }
+        try await pool.query(query)
     }
 
     // MARK: Housekeeping

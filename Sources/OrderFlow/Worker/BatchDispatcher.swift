@@ -30,7 +30,9 @@ final class BatchDispatcher: Sendable {
     /// Merges, sends and records one claimed batch, and gives back the leases of `released` (not
     /// read) with it. Errors are logged; leases of orders that could not be finished expire.
     /// Returns the earliest time a deferral written for the batch falls due (infinity for none).
-    func dispatch(_ orders: [OutboxOrder], releasing released: [OutboxStore.OrderKey], lease: BatchLease) async -> Double {
+    /// `planning`: how the record is planned (`.eachRun` for a full batch: the queue is long).
+    func dispatch(_ orders: [OutboxOrder], releasing released: [OutboxStore.OrderKey], lease: BatchLease,
+                  planning: PostgresQuery.Planning = .cached) async -> Double {
         // Broadcast orders first: their channel must exist before their followers are started
         // (the push-to-start carries its id), and each merged update is one broadcast.
         let channelOutcomes = await channels.advance(orders, lease: lease)
@@ -103,7 +105,7 @@ final class BatchDispatcher: Sendable {
         let recordStarted = ContinuousClock.now
         metrics.record(.send, recordStarted - sendStarted)
         do {
-            try await recordWithRetries(completion)
+            try await recordWithRetries(completion, planning: planning)
             metrics.record(.record, ContinuousClock.now - recordStarted)
         } catch {
             // The pushes went out but are not recorded: they may be sent again after the lease.
@@ -127,11 +129,11 @@ final class BatchDispatcher: Sendable {
     /// Records a batch; a statement that lost a race (a deadlock with an engine's group of
     /// advances on the same orders, which PostgreSQL breaks by failing one side) changed nothing
     /// and runs again. Unrecorded, the batch's pushes would go out again once its leases ran out.
-    private func recordWithRetries(_ completion: OutboxStore.Completion) async throws {
+    private func recordWithRetries(_ completion: OutboxStore.Completion, planning: PostgresQuery.Planning) async throws {
         var attempt = 1
         while true {
             do {
-                try await store.complete(workerID: configuration.workerID, completion)
+                try await store.complete(workerID: configuration.workerID, completion, planning: planning)
                 return
             } catch let error as PostgresError where error.isSerializationFailure && attempt < Self.recordingAttempts {
                 logger.notice("recording a batch lost a race with another transaction; recording it again", metadata: [

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import PGKit
 import Synchronization
 
 /// The worker's claim loops (``WorkerConfiguration/concurrentBatches`` of them, the lanes):
@@ -13,19 +14,22 @@ final class ClaimLoop: Sendable {
     private let dispatcher: BatchDispatcher
     private let doorbell: WorkerDoorbell
     private let metrics: WorkerMetrics
+    /// The engine's in this process, when it admits advances by the worker's lag.
+    private let pushLag: PushLag?
     private let stopping: StopLatch
     private let logger: Logger
     /// The earliest time a deferral this worker wrote falls due: idle polls wake up for it.
     private let nextDeferral = Mutex(Double.infinity)
 
     init(configuration: WorkerConfiguration, store: OutboxStore, router: MerchantRouter, dispatcher: BatchDispatcher,
-         doorbell: WorkerDoorbell, metrics: WorkerMetrics, stopping: StopLatch, logger: Logger) {
+         doorbell: WorkerDoorbell, metrics: WorkerMetrics, pushLag: PushLag?, stopping: StopLatch, logger: Logger) {
         self.configuration = configuration
         self.store = store
         self.router = router
         self.dispatcher = dispatcher
         self.doorbell = doorbell
         self.metrics = metrics
+        self.pushLag = pushLag
         self.stopping = stopping
         self.logger = logger
     }
@@ -33,9 +37,22 @@ final class ClaimLoop: Sendable {
     /// One claim loop: claim a batch, send it, record it; when a claim comes back empty, wait
     /// for a wake-up (a ring that came while every loop was busy is answered at once) or the
     /// next poll.
+    /// A claim slower than this suggests its cached plan no longer fits the queue.
+    static let slowClaim: Duration = .milliseconds(100)
+
+    /// How the next claim is planned after one that leased `count` orders in `took`: afresh
+    /// when the queue may have changed size since (nothing found, a full batch, a slow claim).
+    static func planning(afterClaimOf count: Int, batchSize: Int, took: Duration) -> PostgresQuery.Planning {
+        count == 0 || count >= batchSize || took > slowClaim ? .eachRun : .cached
+    }
+
     func run(lane: Int) async {
         var idle = configuration.idlePollMinimum
         var failures = 0
+        // Whether the queue may have changed size since this connection's plan of the claim was
+        // made (OutboxStore.claim): after a claim that found nothing, a full one or a slow one,
+        // the next claim is planned at its run; a steady trickle keeps the cached plan.
+        var planning = PostgresQuery.Planning.eachRun
         while !stopping.isSet && !Task.isCancelled {
             let claimed: OutboxStore.ClaimedBatch
             // The leases end `lease` after the claim's now(), which is after this instant.
@@ -45,7 +62,7 @@ final class ClaimLoop: Sendable {
                 claimed = try await store.claim(
                     workerID: configuration.workerID, limit: configuration.batchSize, lease: configuration.lease,
                     merchants: configuration.merchants, excluding: await router.heldMerchants(),
-                    maximumTransitions: configuration.maximumTransitionsMerged)
+                    maximumTransitions: configuration.maximumTransitionsMerged, planning: planning)
                 failures = 0
             } catch {
                 if Task.isCancelled { return }
@@ -57,6 +74,10 @@ final class ClaimLoop: Sendable {
                 await stopping.wait(timeout: .seconds(delay))
                 continue
             }
+            let claimTook = ContinuousClock.now - claimIssued
+            let full = claimed.count >= configuration.batchSize
+            planning = Self.planning(afterClaimOf: claimed.count, batchSize: configuration.batchSize, took: claimTook)
+            pushLag?.claimed(oldestAge: claimed.orders.lazy.flatMap(\.commands).compactMap(\.age).max() ?? 0)
             if claimed.count == 0 {
                 // Nothing due: sleep until a wake-up, the next poll or a deferral falls due.
                 var timeout = idle.inSeconds
@@ -77,18 +98,19 @@ final class ClaimLoop: Sendable {
                 continue
             }
             idle = configuration.idlePollMinimum
-            metrics.record(.claim, ContinuousClock.now - claimIssued)
+            metrics.record(.claim, claimTook)
             metrics.recordBatch(orders: claimed.count)
             // A full batch: more may be waiting; another loop claims them meanwhile. (Orders that
             // changed after the claim's snapshot are released with this batch; this loop claims
             // again at once after it.)
-            if claimed.count >= configuration.batchSize { doorbell.ring() }
+            if full { doorbell.ring() }
             for (orderID, error) in claimed.unreadable {
                 logger.error("cannot read a claimed order; it is looked at again when its lease expires", metadata: [
                     "orderflow.order": "\(orderID)", "orderflow.error": "\(error)"])
             }
             let earliestDeferral = await dispatcher.dispatch(
-                claimed.orders, releasing: claimed.changed, lease: BatchLease(claimedBefore: claimIssued, lease: configuration.lease))
+                claimed.orders, releasing: claimed.changed, lease: BatchLease(claimedBefore: claimIssued, lease: configuration.lease),
+                planning: full ? .eachRun : .cached)
             if earliestDeferral.isFinite {
                 nextDeferral.withLock { $0 = min($0, earliestDeferral) }
             }

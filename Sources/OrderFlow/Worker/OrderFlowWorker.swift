@@ -88,7 +88,8 @@ public final class OrderFlowWorker: Service, Sendable {
             sender: ActivitySender(configuration: configuration, router: router, gate: gate, stopping: stopping),
             metrics: metrics, logger: logger)
         claims = ClaimLoop(configuration: configuration, store: store, router: router, dispatcher: dispatcher,
-                           doorbell: doorbell, metrics: metrics, stopping: stopping, logger: logger)
+                           doorbell: doorbell, metrics: metrics, pushLag: wakeSignal?.pushLag,
+                           stopping: stopping, logger: logger)
         housekeeping = WorkerHousekeeping(configuration: configuration, store: store, retentionStore: RetentionStore(pool: pool),
                                           doorbell: doorbell, metrics: metrics, logger: logger)
     }

@@ -72,6 +72,11 @@ struct HostOptions: ParsableArguments {
         valueName: "ms"))
     var queueTarget: Int = 50
 
+    @Option(help: ArgumentHelp(
+        "Milliseconds this server's own worker may run behind its advances before advances are refused as busy, with a Retry-After, until it catches up (default 0: off). Under overload the advances admitted then reach the phones within about this long; workers in other processes do not count.",
+        valueName: "ms"))
+    var pushLagTarget: Int = 0
+
     @Option(help: ArgumentHelp("This worker's name in leases and logs (default host:pid:random).", valueName: "id"))
     var workerID: String?
 
@@ -98,6 +103,7 @@ struct HostOptions: ParsableArguments {
         }
         guard lease >= 1 else { throw ValidationError("--lease must be at least 1 second") }
         guard queueTarget >= 0 else { throw ValidationError("--queue-target must be 0 (off) or more milliseconds") }
+        guard pushLagTarget >= 0 else { throw ValidationError("--push-lag-target must be 0 (off) or more milliseconds") }
         guard cachedOrders >= 0 else { throw ValidationError("--cached-orders must be 0 (no cache) or more") }
         guard batchSize > 0, concurrency > 0, connections > 1 else {
             throw ValidationError("--batch-size and --concurrency must be at least 1, --connections at least 2")
@@ -137,6 +143,7 @@ struct HostOptions: ParsableArguments {
         engine.acquireTimeout = .seconds(30)
         engine.cachedOrders = cachedOrders
         engine.queueTarget = queueTarget > 0 ? .milliseconds(queueTarget) : nil
+        engine.pushLagTarget = pushLagTarget > 0 ? .milliseconds(pushLagTarget) : nil
         engine.deviceCredentials = deviceCredentials
         engine.masterKey = masterKey
         var schemaCheck = engine
