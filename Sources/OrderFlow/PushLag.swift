@@ -3,63 +3,124 @@ import Synchronization
 /// How far the worker in this process runs behind the advances that give it work, and the
 /// admission of advances that follows from it (``OrderFlowConfiguration/pushLagTarget``).
 ///
-/// Each claim of the worker says how long the oldest command it took had been due: near zero
-/// while the worker keeps up, growing while more comes than it sends. Once that age has stood
-/// above the target for ``interval`` (a standing queue, as CoDel reckons one, not a burst),
-/// advances are refused at once as busy, before anything of them is rendered or written, and
-/// admitted again as soon as a claim takes commands younger than the target or finds none: the
-/// worker drains what was committed, and the advances admitted reach their phones within about
-/// the target, instead of every advance's push waiting behind seconds of others.
+/// Each claim of the worker says how many commands it took and how long the oldest had been
+/// due: near zero while the worker keeps up, growing while more comes than it sends. Once that
+/// age has stood above the target for ``interval`` (a standing queue, as CoDel reckons one, not
+/// a burst), advances are admitted at a rate, as TCP paces a sender (additive increase,
+/// multiplicative decrease): half what the worker claimed in the last second, so that it
+/// drains what waits; halved again each interval the lag still stands; raised by half the
+/// worker's pace each second the lag stays under the target, and unbounded again once it is
+/// twice that pace with the lag under the target for a second. An advance beyond the rate is
+/// refused at once as busy, before anything of it is rendered or written: the worker keeps up
+/// with what is admitted, whose pushes reach the phones within about the target, instead of
+/// every push waiting seconds behind the others.
 ///
 /// Claims of orders whose merchants are paused or held back do not happen, so their waiting
 /// commands do not count. Without a claim for ``silence`` (no worker in this process, or one
 /// stopped), nothing is refused.
 final class PushLag: Sendable {
-    /// Seconds a command may wait for the worker before advances are refused.
+    /// Seconds a command may wait for the worker before advances are paced.
     let target: Double
     private let state = Mutex(State())
 
     private struct State {
         var aboveSince: ContinuousClock.Instant?
+        var calmSince: ContinuousClock.Instant?
         var lastClaim: ContinuousClock.Instant?
         var lastAge = 0.0
+        /// Commands claimed, by when, over the last second.
+        var claims: [(at: ContinuousClock.Instant, commands: Int)] = []
+        /// Advances admitted a second; nil: every advance.
+        var rate: Double?
+        var lastDecrease: ContinuousClock.Instant?
+        var tokens = 0.0
+        var lastRefill: ContinuousClock.Instant?
     }
 
-    /// How long the lag must stay above the target before advances are refused.
+    /// How long the lag must stay above the target before advances are paced, and between
+    /// two decreases of the pace.
     static let interval: Duration = .milliseconds(100)
-    /// How long without a claim before the lag counts as unknown.
+    /// How long without a claim before the lag counts as unknown and nothing is refused.
     static let silence: Duration = .seconds(1)
+    /// The pace never falls below this many advances a second.
+    static let minimumRate = 10.0
 
     init(target: Duration) {
         self.target = max(0, Double(target.components.seconds) + Double(target.components.attoseconds) / 1e18)
     }
 
-    /// A claim took commands the oldest of which had been due `age` seconds (0 when it found none).
-    func claimed(oldestAge age: Double, at now: ContinuousClock.Instant = .now) {
+    /// A claim took `commands` commands, the oldest of which had been due `age` seconds (0 when
+    /// it found none).
+    func claimed(commands: Int, oldestAge age: Double, at now: ContinuousClock.Instant = .now) {
         state.withLock { state in
             state.lastClaim = now
             state.lastAge = age
-            if age > target {
-                if state.aboveSince == nil { state.aboveSince = now }
-            } else {
-                state.aboveSince = nil
+            state.claims.append((now, commands))
+            if let stale = state.claims.firstIndex(where: { now - $0.at <= .seconds(1) }), stale > 0 {
+                state.claims.removeFirst(stale)
             }
+            guard age > target else {
+                state.aboveSince = nil
+                if state.calmSince == nil { state.calmSince = now }
+                return
+            }
+            state.calmSince = nil
+            let since = state.aboveSince ?? now
+            state.aboveSince = since
+            guard now - since >= Self.interval, state.lastDecrease.map({ now - $0 >= Self.interval }) ?? true else { return }
+            // Multiplicative decrease: from the worker's pace (when first paced) or the pace itself.
+            let base = state.rate ?? Self.pace(state.claims)
+            state.rate = max(Self.minimumRate, base / 2)
+            state.lastDecrease = now
+            state.tokens = 0
+            state.lastRefill = now
         }
+    }
+
+    /// Commands claimed a second, over the claims kept.
+    private static func pace(_ claims: [(at: ContinuousClock.Instant, commands: Int)]) -> Double {
+        guard let first = claims.first, let last = claims.last else { return minimumRate }
+        let seconds = max(0.1, Self.seconds(last.at - first.at))
+        return Double(claims.reduce(0) { $0 + $1.commands }) / seconds
     }
 
     /// The refusal an advance arriving at `now` gets, or nil to admit it.
     func refusal(at now: ContinuousClock.Instant = .now) -> OrderFlowError? {
-        let behind = state.withLock { state -> Double? in
-            guard let since = state.aboveSince, let last = state.lastClaim,
-                  now - since >= Self.interval, now - last < Self.silence else { return nil }
-            return state.lastAge
+        let refused = state.withLock { state -> (behind: Double, rate: Double)? in
+            guard let rate = state.rate else { return nil }
+            guard let last = state.lastClaim, now - last < Self.silence else {
+                state.rate = nil
+                return nil
+            }
+            let elapsed = state.lastRefill.map { Self.seconds(now - $0) } ?? 0
+            state.lastRefill = now
+            var paced = rate
+            if let calm = state.calmSince {
+                // Additive increase while the worker keeps up.
+                paced += Self.pace(state.claims) / 2 * elapsed
+                if Self.seconds(now - calm) >= 1, paced >= 2 * Self.pace(state.claims) {
+                    state.rate = nil
+                    return nil
+                }
+            }
+            state.rate = paced
+            state.tokens = min(max(1, paced * 0.05), state.tokens + paced * elapsed)
+            guard state.tokens < 1 else {
+                state.tokens -= 1
+                return nil
+            }
+            return (state.lastAge, paced)
         }
-        guard let behind else { return nil }
-        var busy = OrderFlowError(.busy, "busy: this server's pushes run \(Int(behind * 1000)) ms behind its advances, "
-            + "more than the \(Int(target * 1000)) ms it keeps them to; nothing was written")
+        guard let refused else { return nil }
+        var busy = OrderFlowError(.busy, "busy: this server's pushes run \(Int(refused.behind * 1000)) ms behind its advances "
+            + "(it keeps them within \(Int(target * 1000)) ms), and it takes about \(Int(refused.rate)) advances a second "
+            + "until they catch up; nothing was written")
         busy.isBusy = true
-        // About when the worker has sent what waits ahead.
-        busy.retryAfter = .milliseconds(Int64(max(100, min(behind, 5) * 1000)))
+        busy.retryAfter = .milliseconds(Int64(max(100, min(refused.behind, 5) * 1000)))
         return busy
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 }

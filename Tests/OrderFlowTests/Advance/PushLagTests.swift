@@ -12,29 +12,53 @@ struct PushLagTests {
 
     func at(_ milliseconds: Int) -> ContinuousClock.Instant { start + .milliseconds(milliseconds) }
 
-    @Test func aBurstIsAdmittedAStandingLagIsRefusedUntilAClaimIsFreshAgain() throws {
+    /// The worker claims 100 commands every 50 ms (2,000 a second) from `from` to `to`, each
+    /// claim's oldest `age` seconds late.
+    func claims(_ lag: PushLag, from: Int, to: Int, age: Double, commands: Int = 100) {
+        for time in stride(from: from, to: to, by: 50) { lag.claimed(commands: commands, oldestAge: age, at: at(time)) }
+    }
+
+    /// Advances asked `perMillisecond` a millisecond from `from` to `to`: how many were admitted.
+    func admitted(_ lag: PushLag, from: Int, to: Int, perMillisecond: Int = 2) -> Int {
+        var admitted = 0
+        for time in from..<to {
+            for _ in 0..<perMillisecond where lag.refusal(at: at(time)) == nil { admitted += 1 }
+        }
+        return admitted
+    }
+
+    @Test func aStandingLagPacesAdvancesToHalfTheWorkersPaceAndABurstDoesNot() throws {
         let lag = PushLag(target: .milliseconds(50))
-        lag.claimed(oldestAge: 0.01, at: at(0))
-        #expect(lag.refusal(at: at(1)) == nil, "keeping up")
-        lag.claimed(oldestAge: 0.4, at: at(10))
-        #expect(lag.refusal(at: at(60)) == nil, "behind for less than the interval: a burst")
-        lag.claimed(oldestAge: 0.6, at: at(90))
-        let refusal = try #require(lag.refusal(at: at(120)), "behind for the whole interval")
+        claims(lag, from: 0, to: 500, age: 0.01)
+        #expect(admitted(lag, from: 500, to: 600) == 200, "keeping up: everything admitted")
+        claims(lag, from: 600, to: 660, age: 0.4)
+        #expect(admitted(lag, from: 660, to: 700) == 80, "behind for less than the interval: a burst, admitted")
+        claims(lag, from: 700, to: 760, age: 0.6)
+        // Paced at half the worker's 2,000 a second: about 100 of the 200 asked in 100 ms, and
+        // the 50 ms of them it may take at once.
+        let paced = admitted(lag, from: 760, to: 860)
+        #expect((80...160).contains(paced), "\(paced)")
+        while lag.refusal(at: at(860)) == nil {}
+        let refusal = try #require(lag.refusal(at: at(860)))
         #expect(refusal.isBusy && refusal.code == .busy)
-        #expect(refusal.message == "busy: this server's pushes run 600 ms behind its advances, more than the 50 ms it keeps them to; nothing was written")
+        #expect(refusal.message.hasPrefix("busy: this server's pushes run 600 ms behind its advances (it keeps them within 50 ms), and it takes about "), "\(refusal.message)")
+        #expect(refusal.message.hasSuffix(" advances a second until they catch up; nothing was written"))
         #expect(refusal.retryAfter == .milliseconds(600))
-        lag.claimed(oldestAge: 0.03, at: at(200))
-        #expect(lag.refusal(at: at(201)) == nil, "a claim of fresh commands: caught up")
-        lag.claimed(oldestAge: 0, at: at(300))
-        #expect(lag.refusal(at: at(500)) == nil, "a claim that found nothing")
+        // Still behind an interval later: halved again.
+        claims(lag, from: 860, to: 960, age: 0.5)
+        let halved = admitted(lag, from: 960, to: 1060)
+        #expect(halved < paced * 3 / 4, "\(halved) after \(paced)")
+        // Caught up, then nothing more to send: every advance admitted again.
+        claims(lag, from: 1060, to: 1200, age: 0.01)
+        claims(lag, from: 1200, to: 2400, age: 0, commands: 0)
+        #expect(admitted(lag, from: 2400, to: 2450) == 100)
     }
 
     @Test func aWorkerThatStoppedClaimingRefusesNothing() {
         let lag = PushLag(target: .milliseconds(50))
-        lag.claimed(oldestAge: 2, at: at(0))
-        lag.claimed(oldestAge: 2, at: at(150))
-        #expect(lag.refusal(at: at(200)) != nil)
-        #expect(lag.refusal(at: at(1200)) == nil, "no claim for a second: the lag is unknown")
+        claims(lag, from: 0, to: 300, age: 2)
+        #expect(admitted(lag, from: 300, to: 400) < 150)
+        #expect(admitted(lag, from: 1300, to: 1310) == 20, "no claim for a second: the lag is unknown")
     }
 
     /// The engine refuses before writing anything, and advances again once the worker caught up;
@@ -48,8 +72,9 @@ struct PushLagTests {
         let lag = try #require(engine.wakeSignal.pushLag)
         #expect(fixture.engine.wakeSignal.pushLag == nil, "off by default")
 
-        lag.claimed(oldestAge: 3, at: .now - .milliseconds(500))
-        lag.claimed(oldestAge: 3)
+        // A worker 3 s behind that sends one command in 50 ms: paced at the minimum, 10 a second.
+        for back in stride(from: 500, through: 0, by: -50) { lag.claimed(commands: 1, oldestAge: 3, at: .now - .milliseconds(back)) }
+        while lag.refusal() == nil {}  // the one advance its first instant admits
         await #expect { try await engine.advance("lag-1", to: "accept", input: ["eta": "+20m"]) } throws: { error in
             (error as? OrderFlowError)?.isBusy == true
         }
@@ -57,7 +82,8 @@ struct PushLagTests {
         #expect(try engine.forMerchant("other").wakeSignal.pushLag === lag)
         #expect(try await fixture.engine.order("lag-1").order.state == "received", "nothing written")
 
-        lag.claimed(oldestAge: 0)
+        // Once the worker has caught up (the lag told by no claim for a second, here) it advances.
+        try await Task.sleep(for: .milliseconds(1100))
         let result = try await engine.advance("lag-1", to: "accept", input: ["eta": "+20m"])
         #expect(result.order.state == "in_progress")
         await engine.shutdown()
