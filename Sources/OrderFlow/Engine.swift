@@ -44,13 +44,14 @@ public struct OrderFlowConfiguration: Sendable {
     /// `acquireTimeout`. Default 50 ms.
     public var queueTarget: Duration? = .milliseconds(50)
     /// How long the pushes of the worker in this process (an `OrderFlowHost`, `orderflow serve`
-    /// with its worker) may run behind the advances before advances are refused, or nil for
-    /// no such bound. Once the commands the worker claims have waited longer than this for
-    /// 100 ms, advances are refused at once with ``OrderFlowError/isBusy`` and a
-    /// ``OrderFlowError/retryAfter``, nothing of them written, until the worker has caught up:
-    /// under overload the advances admitted reach the phones within about this long, instead
-    /// of every push waiting seconds behind the others (several transitions of an order then
-    /// merge into one push, so a late push still shows the newest state). Workers in other
+    /// with its worker) may run behind the advances before advances are paced, or nil for no
+    /// such bound. Once the commands the worker claims have waited longer than this for 100 ms,
+    /// advances are admitted at about half the pace the worker sends (raised again while it
+    /// keeps up, unbounded once it has for a second), and the rest are refused at once with
+    /// ``OrderFlowError/isBusy`` and a ``OrderFlowError/retryAfter``, nothing of them written:
+    /// under overload the pushes of the advances admitted stay within a few times this delay,
+    /// instead of every push waiting seconds behind the others (without it, an order's waiting
+    /// transitions merge into one push when the worker reaches them). Workers in other
     /// processes do not count. Default nil: advances are admitted however far the pushes lag.
     public var pushLagTarget: Duration?
     /// Whether the customer's app must register a device before a client secret may change it

@@ -34,9 +34,6 @@ final class ClaimLoop: Sendable {
         self.logger = logger
     }
 
-    /// One claim loop: claim a batch, send it, record it; when a claim comes back empty, wait
-    /// for a wake-up (a ring that came while every loop was busy is answered at once) or the
-    /// next poll.
     /// A claim slower than this suggests its cached plan no longer fits the queue.
     static let slowClaim: Duration = .milliseconds(100)
 
@@ -46,6 +43,9 @@ final class ClaimLoop: Sendable {
         count == 0 || count >= batchSize || took > slowClaim ? .eachRun : .cached
     }
 
+    /// One claim loop: claim a batch, send it, record it; when a claim comes back empty, wait
+    /// for a wake-up (a ring that came while every loop was busy is answered at once) or the
+    /// next poll.
     func run(lane: Int) async {
         var idle = configuration.idlePollMinimum
         var failures = 0
