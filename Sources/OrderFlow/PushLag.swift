@@ -46,7 +46,7 @@ final class PushLag: Sendable {
     static let minimumRate = 10.0
 
     init(target: Duration) {
-        self.target = max(0, Double(target.components.seconds) + Double(target.components.attoseconds) / 1e18)
+        self.target = max(0, target.inSeconds)
     }
 
     /// A claim took `commands` commands, the oldest of which had been due `age` seconds (0 when
@@ -80,7 +80,7 @@ final class PushLag: Sendable {
     /// Commands claimed a second, over the claims kept.
     private static func pace(_ claims: [(at: ContinuousClock.Instant, commands: Int)]) -> Double {
         guard let first = claims.first, let last = claims.last else { return minimumRate }
-        let seconds = max(0.1, Self.seconds(last.at - first.at))
+        let seconds = max(0.1, (last.at - first.at).inSeconds)
         return Double(claims.reduce(0) { $0 + $1.commands }) / seconds
     }
 
@@ -92,13 +92,13 @@ final class PushLag: Sendable {
                 state.rate = nil
                 return nil
             }
-            let elapsed = state.lastRefill.map { Self.seconds(now - $0) } ?? 0
+            let elapsed = state.lastRefill.map { (now - $0).inSeconds } ?? 0
             state.lastRefill = now
             var paced = rate
             if let calm = state.calmSince {
                 // Additive increase while the worker keeps up.
                 paced += Self.pace(state.claims) / 2 * elapsed
-                if Self.seconds(now - calm) >= 1, paced >= 2 * Self.pace(state.claims) {
+                if now - calm >= .seconds(1), paced >= 2 * Self.pace(state.claims) {
                     state.rate = nil
                     return nil
                 }
@@ -120,7 +120,4 @@ final class PushLag: Sendable {
         return busy
     }
 
-    private static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
 }

@@ -13,7 +13,6 @@ final class WorkerStageLog: MetricsFactory, Sendable {
     }
 
     private let samples = Mutex<[Sample]>([])
-    private let since = ContinuousClock.now
 
     func add(_ stage: String, _ value: Double) {
         let sample = Sample(at: .now, stage: stage, value: value)
