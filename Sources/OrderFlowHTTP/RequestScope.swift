@@ -236,18 +236,31 @@ struct MerchantAuthentication<Context: RequestContext>: RouterMiddleware {
         return text
     }
 
-    /// A random (version 4) UUID in lowercase, from the system generator: Foundation's `UUID()`
-    /// opens and reads `/dev/urandom` on every call on Linux (a system call or two per
-    /// request); `UUID(uuid:)` only formats the bytes it is given.
+    /// A random (version 4) UUID in lowercase, from the system generator, written digit by
+    /// digit: Foundation's `UUID()` opens and reads `/dev/urandom` on every call on Linux, and
+    /// its `uuidString` then `lowercased()` build two strings where one is needed, on every
+    /// request.
     static func newRequestID() -> String {
         var generator = SystemRandomNumberGenerator()
         var bytes = (generator.next() as UInt64, generator.next() as UInt64)
-        let uuid = withUnsafeMutableBytes(of: &bytes) { buffer in
+        return withUnsafeMutableBytes(of: &bytes) { buffer in
             buffer[6] = buffer[6] & 0x0F | 0x40  // version 4
             buffer[8] = buffer[8] & 0x3F | 0x80  // RFC 9562 variant
-            return UUID(uuid: buffer.load(as: uuid_t.self))
+            return String(unsafeUninitializedCapacity: 36) { text in
+                func digit(_ value: UInt8) -> UInt8 { value < 10 ? 0x30 + value : 0x57 + value }
+                var count = 0
+                for (index, byte) in buffer.enumerated() {
+                    if index == 4 || index == 6 || index == 8 || index == 10 {
+                        text[count] = UInt8(ascii: "-")
+                        count += 1
+                    }
+                    text[count] = digit(byte >> 4)
+                    text[count + 1] = digit(byte & 0x0F)
+                    count += 2
+                }
+                return count
+            }
         }
-        return uuid.uuidString.lowercased()
     }
 }
 
