@@ -151,7 +151,17 @@ struct HTTPBenchmark: AsyncParsableCommand {
         print(String(format: "http-min %8.0f advances/s (mean of %d turns; Prefer: return=minimal, 204)", minimal, rounds))
         print(String(format: "ratio http/library      %.2f   (goal ≥ 0.80; round by round %@)", http / library, byRound(.http)))
         print(String(format: "ratio http-min/library  %.2f   (round by round %@)", minimal / library, byRound(.minimal)))
-        printCPUGoal(cpuPerAdvance)
+        // The HTTP layer's own cost per request, in the same run: requests the server answers
+        // 401 before the engine, so that the goal line can be read as that floor plus the rest.
+        var floor: Double?
+        if driver == .wrk {
+            let cpuBefore = CPUUse.now(watching: server.pid)
+            let rate = try await WrkRun(port: port, key: key, connections: connections, seconds: seconds).unauthenticated()
+            if let cpuBefore, let cpuAfter = CPUUse.now(watching: server.pid) {
+                floor = cpuAfter.microsecondsPerTransition(since: cpuBefore, rate: rate).other
+            }
+        }
+        printCPUGoal(cpuPerAdvance, floor: floor)
 
         let orders = try await freshOrders(for: .http)
         try await settle(engine.pool)
@@ -180,8 +190,9 @@ struct HTTPBenchmark: AsyncParsableCommand {
     }
 
     /// The goal line: the server's CPU per advance (full answer) ÷ the library's, both measured
-    /// in this run; the minimal answer's beside it.
-    private func printCPUGoal(_ cpu: [Side: [Double]]) {
+    /// in this run; the minimal answer's beside it, and what a request answered without the
+    /// engine costs the server (`floor`, with wrk).
+    private func printCPUGoal(_ cpu: [Side: [Double]], floor: Double?) {
         func mean(_ side: Side) -> Double? {
             guard let values = cpu[side], !values.isEmpty else { return nil }
             return values.reduce(0, +) / Double(values.count)
@@ -192,6 +203,10 @@ struct HTTPBenchmark: AsyncParsableCommand {
         }
         print(String(format: "CPU per advance: server %.0f µs (http), %.0f µs (http-min); library %.0f µs", http, minimal, library))
         print(String(format: "ratio server CPU/library CPU per advance  %.2f×   (goal ≤ 2×; http-min %.2f×)", http / library, minimal / library))
+        if let floor {
+            print(String(format: "HTTP floor: a request answered 401 before the engine costs the server %.0f µs (%.2f× the library's advance); "
+                         + "an advance costs it %.0f µs beyond that floor (%.2f× the library's)", floor, floor / library, http - floor, (http - floor) / library))
+        }
     }
 
     /// A server with the default order cache (no `--cached-orders`), driven by wrk for one

@@ -55,6 +55,34 @@ struct WrkRun {
         return rate
     }
 
+    /// Requests per second of `GET /v1/orders` with no credential, which the server answers 401
+    /// before any route or the engine runs: what a request costs the server's HTTP layer alone
+    /// (reading, routing through the middlewares, a small answer). Every answer must be a 401.
+    func unauthenticated() async throws -> Double {
+        guard let wrk = Self.executable else { throw BenchError("wrk is not installed: apt-get install wrk") }
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("orderflow-wrk-\(UUID().uuidString).log")
+        defer { try? FileManager.default.removeItem(at: output) }
+        let arguments = [wrk, "-t", "\(threads)", "-c", "\(max(connections, threads))", "-d", "\(seconds)s", "--timeout", "30s",
+                         "http://127.0.0.1:\(port)/v1/orders"]
+        let status = try await ChildProcess.run(arguments, environment: ProcessInfo.processInfo.environment, outputPath: output.path)
+        let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+        func number(after label: String) -> Double? {
+            text.split(separator: "\n").lazy.compactMap { line -> Double? in
+                guard let range = line.range(of: label) else { return nil }
+                return Double(line[range.upperBound...].trimmingCharacters(in: .whitespaces).prefix { !$0.isWhitespace })
+            }.first
+        }
+        // wrk counts the answers that are not 2xx or 3xx: here, every one of them.
+        let requests = text.split(separator: "\n").lazy.compactMap { line -> Double? in
+            guard line.contains(" requests in ") else { return nil }
+            return Double(line.trimmingCharacters(in: .whitespaces).prefix { !$0.isWhitespace })
+        }.first
+        guard status == 0, let rate = number(after: "Requests/sec:"), let requests, requests > 0,
+              number(after: "Non-2xx or 3xx responses:") == requests
+        else { throw BenchError("wrk (unauthenticated requests) failed or got answers other than 401 (exit \(status)): \(text.suffix(600))") }
+        return rate
+    }
+
     /// The Lua script: thread t of n takes the orders first + t, first + t + n, …; its k-th
     /// request advances its (k mod count)-th order by step k / count.
     static func script(steps: [String]) -> String {
