@@ -13,18 +13,25 @@ extension OrderFlowEngine {
         }
     }
 
-    /// Every transition of an order, each with the Android data message it renders, and every
-    /// push attempt made for it.
+    /// Every transition of an order and every push attempt made for it. Where an Android phone
+    /// follows the order or was sent to, each transition carries the Android data message it
+    /// renders; other orders' transitions have none (rendering it costs a template pass per
+    /// transition that no one reads).
     public func history(_ orderID: String) async throws -> OrderHistory {
         try await translatingErrors {
             try Self.validateIdentifier(orderID, what: "order id")
             let snapshot = try await orderSnapshot(orderID)
-            var transitions = try await orderStore.transitions(orderID: orderID)
+            let stored = try await orderStore.transitions(orderID: orderID)
+            var transitions = stored.transitions
             var deliveries = try await orderStore.deliveries(orderID: orderID)
             let workflow = try await workflow(of: snapshot)
-            for index in transitions.indices {
-                transitions[index].android = Self.android(of: transitions[index], after: index > 0 ? transitions[index - 1] : nil,
-                                                          order: snapshot, workflow: workflow)
+            // A phone that unfollowed (or whose device was forgotten) was followed on Android if
+            // it was sent to: its deliveries say so.
+            if stored.followedOnAndroid || deliveries.contains(where: { $0.platform == "android" }) {
+                for index in transitions.indices {
+                    transitions[index].android = Self.android(of: transitions[index], after: index > 0 ? transitions[index - 1] : nil,
+                                                              order: snapshot, workflow: workflow)
+                }
             }
             for index in deliveries.indices where deliveries[index].platform == "android" {
                 deliveries[index].android = Self.android(of: deliveries[index], transitions: transitions, order: snapshot, workflow: workflow)

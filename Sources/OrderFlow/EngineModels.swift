@@ -91,8 +91,8 @@ public struct TransitionRecord: Sendable, Hashable, Codable {
     public var idempotencyKey: String?
     public var occurredAt: Date
     /// The FCM data message the transition renders for Android phones, as sent (keys are
-    /// `AndroidData`'s); filled by ``OrderFlowEngine/history(_:)``, nil elsewhere and where it
-    /// cannot be rendered.
+    /// `AndroidData`'s); filled by ``OrderFlowEngine/history(_:)`` for an order an Android phone
+    /// follows or was sent to, nil elsewhere and where it cannot be rendered.
     public var android: [String: String]? = nil
 }
 

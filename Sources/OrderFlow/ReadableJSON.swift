@@ -36,7 +36,8 @@ extension TransitionRecord {
         public var priority: Int
         /// The `aps` dictionary this transition renders, exactly as APNs receives it.
         public var aps: JSONValue
-        /// The FCM data message it renders for Android phones, as sent (in histories).
+        /// The FCM data message it renders for Android phones, as sent (in histories of orders
+        /// an Android phone follows or was sent to).
         public var android: [String: String]?
     }
 

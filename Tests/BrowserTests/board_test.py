@@ -320,10 +320,13 @@ with sync_playwright() as playwright:
     check("screenshots at phone and tablet widths", screenshots)
 
     def android_card():
-        # The history as the worker records it once an Android phone follows the order too: one
-        # more push, through FCM (`platform: "android"`), of the same transition. Served in place
-        # of the real one while the preview is opened again. The transitions are the server's:
-        # each carries the Android data message it renders (`android`).
+        # An Android phone follows the order too: the server's history then renders each
+        # transition's Android data message (`android`; an order only iPhones follow has none).
+        # The merchant has no Firebase project here, so the push it gets is made up: the history
+        # as the worker records it once FCM accepted one (`platform: "android"`) of the same
+        # transition, served in place of the real one while the preview is opened again.
+        orderflow("token", "register", "--device", "anna-pixel", "--fcm", "fTqa1:APA91b" + "Xy_9-" * 30)
+        orderflow("follow", "1044", "anna-pixel")
         real = page.request.get(f"{ORIGIN}/v1/orders/1044/history")
         assert real.ok, f"GET the history of 1044: {real.status}"
         history = real.json()

@@ -140,10 +140,16 @@ struct HTTPAPITests {
             #expect((order.json["order"] as? [String: Any])?["state"] as? String == "ready", "\(order.body)")
             let history = try await call(client, .get, "/v1/orders/1042/history", headers: harness.headers())
             #expect((history.json["transitions"] as? [[String: Any]])?.map { $0["to"] as? String } == ["received", "in_progress", "ready"])
-            // Each transition carries the Android data message it renders, as the engine's history has it.
+            // No Android phone follows the order: its transitions carry no Android data message.
+            #expect((history.json["transitions"] as? [[String: Any]])?.allSatisfy { $0["android"] == nil } == true, "\(history.body)")
+            // Once one does, each transition carries the one it renders, as the engine's history has it.
+            _ = try await harness.fixture.engine.registerFCMToken(deviceID: "pixel-1042", token: "fTqa1:APA91b" + String(repeating: "Xy_9-", count: 30))
+            try await harness.fixture.engine.follow(orderID: "1042", deviceID: "pixel-1042")
+            let followed = try await call(client, .get, "/v1/orders/1042/history", headers: harness.headers())
             let engineHistory = try await harness.fixture.engine.history("1042")
-            let android = (history.json["transitions"] as? [[String: Any]])?.map { $0["android"] as? [String: String] }
-            #expect(android == engineHistory.transitions.map(\.android) && android?.last??["chip"] == "Ready", "\(history.body)")
+            let android = (followed.json["transitions"] as? [[String: Any]])?.map { $0["android"] as? [String: String] }
+            #expect(android?.count == 3 && android?.allSatisfy { $0 != nil } == true, "\(followed.body)")
+            #expect(android == engineHistory.transitions.map(\.android) && android?.last??["chip"] == "Ready", "\(followed.body)")
             let list = try await call(client, .get, "/v1/orders?state=ready&limit=10", headers: harness.headers())
             #expect((list.json["orders"] as? [[String: Any]])?.count == 1, "\(list.body)")
 

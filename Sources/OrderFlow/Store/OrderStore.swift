@@ -200,12 +200,19 @@ struct OrderStore: Sendable {
             merchantID, orderID, idempotencyKey)).single().decode("seq", as: Int.self)
     }
 
-    /// Every transition of the order, oldest first.
-    func transitions(orderID: String) async throws -> [TransitionRecord] {
-        try await pool.query(PostgresQuery("""
-            SELECT seq, from_state, to_state, event, input, rendered, actor, idempotency_key, occurred_at
+    /// Every transition of the order, oldest first, and whether an Android phone follows the
+    /// order: a follower with an FCM token, a rejected one included (asked in the same statement,
+    /// evaluated once, to spare a history a round trip).
+    func transitions(orderID: String) async throws -> (transitions: [TransitionRecord], followedOnAndroid: Bool) {
+        let rows = try await pool.query(PostgresQuery("""
+            SELECT seq, from_state, to_state, event, input, rendered, actor, idempotency_key, occurred_at,
+                   EXISTS (SELECT 1 FROM order_followers f
+                           JOIN devices d ON d.merchant_id = f.merchant_id AND d.device_id = f.device_id
+                           WHERE f.merchant_id = $1 AND f.order_id = $2 AND d.fcm_token IS NOT NULL) AS followed_on_android
             FROM order_transitions WHERE merchant_id = $1 AND order_id = $2 ORDER BY seq
-            """, merchantID, orderID)).map(TransitionRecord.init(row:))
+            """, merchantID, orderID))
+        return (try rows.map(TransitionRecord.init(row:)),
+                try rows.first?.decode("followed_on_android", as: Bool.self) ?? false)
     }
 
     /// Each device's activity of the order.

@@ -3,7 +3,6 @@ import Foundation
 import Logging
 import NIOCore
 import PGKit
-import Synchronization
 
 /// Where one merchant's pushes go: an app's client and topic. Pushes of one ``app`` are paused
 /// together when APNs refuses its credentials or topic.
@@ -54,22 +53,7 @@ public final class MerchantApps: Sendable {
     private let store: MerchantStore
     private let logger: Logger
     private let eventLoopGroup: (any EventLoopGroup)?
-    private let state = Mutex(State())
-
-    private struct State {
-        var entries: [String: Entry] = [:]
-        /// One client per app identity (team, key, endpoint): merchants sharing an app share its
-        /// connections and its provider token. Replaced ones stay open for the pushes in flight
-        /// and are closed at ``shutdown()``.
-        var clients: [String: APNSClient] = [:]
-    }
-
-    private struct Entry {
-        var checkedAt: ContinuousClock.Instant
-        /// nil: the merchant has no app of its own.
-        var revision: Int?
-        var route: PushRoute?
-    }
+    let routes: MerchantRouteCache<MerchantApps>
 
     /// - Parameters:
     ///   - configuration: the master key, how often apps are looked up, token sharing.
@@ -82,58 +66,49 @@ public final class MerchantApps: Sendable {
         self.store = MerchantStore(pool: pool)
         self.logger = logger
         self.eventLoopGroup = eventLoopGroup
+        self.routes = MerchantRouteCache(
+            refreshInterval: configuration.refreshInterval, logger: logger,
+            unreadable: "cannot read a merchant's APNs app; its pushes wait")
     }
 
-    /// The route of `merchantID`'s pushes: its own app's, or nil for the default app.
-    func route(for merchantID: String) async -> PushRoute? {
-        let now = ContinuousClock.now
-        if let entry = state.withLock({ $0.entries[merchantID] }), now - entry.checkedAt < configuration.refreshInterval {
-            return entry.route
-        }
-        let stored: StoredMerchantApp?
-        do {
-            stored = try await store.app(of: merchantID)
-        } catch {
-            // The database is away: keep what is known, look again next time. Never fall back
-            // to the default app for a merchant not known yet: its pushes would go to the wrong
-            // topic.
-            logger.warning("cannot read a merchant's APNs app; its pushes wait", metadata: [
-                "orderflow.merchant": "\(merchantID)", "orderflow.error": "\(error)"])
-            if let entry = state.withLock({ $0.entries[merchantID] }) { return entry.route }
-            return PushRoute(app: "merchant:\(merchantID)", sender: UnusableApp(), bundleID: "",
-                             unusable: "the merchant's APNs app cannot be read now", transient: true)
-        }
-        return state.withLock { state -> PushRoute? in
-            if let entry = state.entries[merchantID], entry.revision == stored?.revision {
-                state.entries[merchantID]?.checkedAt = now
-                return entry.route
-            }
-            let route = stored.map { makeRoute($0, clients: &state.clients) }
-            state.entries[merchantID] = Entry(checkedAt: now, revision: stored?.revision, route: route)
-            return route
-        }
+    /// Closes every client made.
+    public func shutdown() async {
+        for client in routes.removeAll() { try? await client.shutdown() }
+    }
+}
+
+extension MerchantApps: MerchantRouteSource {
+    func storedApp(of merchantID: String) async throws -> StoredMerchantApp? {
+        try await store.app(of: merchantID)
     }
 
-    /// The client of a stored app, or a route saying why there is none.
-    private func makeRoute(_ stored: StoredMerchantApp, clients: inout [String: APNSClient]) -> PushRoute {
-        // A new revision (set-apns again) is a new app: a pause of the old one does not hold it.
-        let app = "merchant:\(stored.merchantID)#\(stored.revision)"
-        func unusable(_ why: String) -> PushRoute {
-            PushRoute(app: app, sender: UnusableApp(), bundleID: stored.bundleID, unusable: why)
-        }
-        let identity = [stored.teamID, stored.keyID, stored.keyFingerprint, stored.environment, stored.endpointURL ?? ""]
-            .joined(separator: " ")
-        if let client = clients[identity] {
-            return PushRoute(app: app, sender: client, bundleID: stored.bundleID)
-        }
+    /// Never the default app for a merchant not known yet: its pushes would go to the wrong topic.
+    func waitingRoute(for merchantID: String) -> PushRoute {
+        PushRoute(app: "merchant:\(merchantID)", sender: UnusableApp(), bundleID: "",
+                  unusable: "the merchant's APNs app cannot be read now", transient: true)
+    }
+
+    /// One client per app identity (team, key, endpoint): merchants sharing an app share its
+    /// connections and its provider token.
+    func clientIdentity(of stored: StoredMerchantApp) -> String {
+        [stored.teamID, stored.keyID, stored.keyFingerprint, stored.environment, stored.endpointURL ?? ""].joined(separator: " ")
+    }
+
+    /// A new revision (set-apns again) is a new app: a pause of the old one does not hold it.
+    func route(_ stored: StoredMerchantApp, client: APNSClient?, unusable: String?) -> PushRoute {
+        PushRoute(app: "merchant:\(stored.merchantID)#\(stored.revision)", sender: client ?? UnusableApp(),
+                  bundleID: stored.bundleID, unusable: unusable)
+    }
+
+    func makeClient(for stored: StoredMerchantApp) throws(UnusableMerchantApp) -> APNSClient {
         guard let masterKey = configuration.masterKey else {
-            return unusable("merchant \(stored.merchantID) has its own APNs app but this worker has no master key to open it; give the worker the master key `merchant set-apns` used")
+            throw UnusableMerchantApp("merchant \(stored.merchantID) has its own APNs app but this worker has no master key to open it; give the worker the master key `merchant set-apns` used")
         }
         guard stored.masterKeyID == masterKey.id,
               let pem = masterKey.open(stored.sealedKey, context: OrderFlowEngine.keyContext(
                 merchantID: stored.merchantID, teamID: stored.teamID, keyID: stored.keyID)).flatMap({ String(data: $0, encoding: .utf8) })
         else {
-            return unusable("the APNs key of merchant \(stored.merchantID) is sealed under another master key (id \(stored.masterKeyID)), not this worker's (id \(masterKey.id)); give the worker the master key it was stored with")
+            throw UnusableMerchantApp("the APNs key of merchant \(stored.merchantID) is sealed under another master key (id \(stored.masterKeyID)), not this worker's (id \(masterKey.id)); give the worker the master key it was stored with")
         }
         let environment: APNSClientConfiguration.Environment = switch stored.environment {
         case "sandbox": .sandbox
@@ -159,22 +134,12 @@ public final class MerchantApps: Sendable {
             logger.info("merchant's own APNs app ready", metadata: [
                 "orderflow.merchant": "\(stored.merchantID)", "orderflow.bundle_id": "\(stored.bundleID)",
                 "apns.key_id": "\(stored.keyID)", "apns.key_fingerprint": "\(stored.keyFingerprint)"])
-            clients[identity] = client
-            return PushRoute(app: app, sender: client, bundleID: stored.bundleID)
+            return client
         } catch let error as APNSCredentialsError {
-            return unusable("the stored APNs key of merchant \(stored.merchantID) cannot be used: \(error.message)")
+            throw UnusableMerchantApp("the stored APNs key of merchant \(stored.merchantID) cannot be used: \(error.message)")
         } catch {
-            return unusable("the APNs app of merchant \(stored.merchantID) cannot be used: \(error)")
+            throw UnusableMerchantApp("the APNs app of merchant \(stored.merchantID) cannot be used: \(error)")
         }
-    }
-
-    /// Closes every client made.
-    public func shutdown() async {
-        let clients = state.withLock { state -> [APNSClient] in
-            defer { state = State() }
-            return Array(state.clients.values)
-        }
-        for client in clients { try? await client.shutdown() }
     }
 }
 

@@ -931,7 +931,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Transition/aps`.
             internal var aps: Components.Schemas.JSONObject
-            /// In a history: the FCM data message this transition renders for Android phones, exactly as sent (every value a string; keys in docs/android.md). Absent where it cannot be rendered.
+            /// In a history: the FCM data message this transition renders for Android phones, exactly as sent (every value a string; keys in docs/android.md). Present when an Android phone follows the order or was sent to; absent otherwise, and where it cannot be rendered.
             ///
             /// - Remark: Generated from `#/components/schemas/Transition/android`.
             internal struct AndroidPayload: Codable, Hashable, Sendable {
@@ -951,7 +951,7 @@ extension Components {
                     try encoder.encodeAdditionalProperties(additionalProperties)
                 }
             }
-            /// In a history: the FCM data message this transition renders for Android phones, exactly as sent (every value a string; keys in docs/android.md). Absent where it cannot be rendered.
+            /// In a history: the FCM data message this transition renders for Android phones, exactly as sent (every value a string; keys in docs/android.md). Present when an Android phone follows the order or was sent to; absent otherwise, and where it cannot be rendered.
             ///
             /// - Remark: Generated from `#/components/schemas/Transition/android`.
             internal var android: Components.Schemas.Transition.AndroidPayload?
@@ -971,7 +971,7 @@ extension Components {
             ///   - relevanceScore:
             ///   - priority:
             ///   - aps: The APNs payload's `aps` this transition renders, exactly as APNs receives it.
-            ///   - android: In a history: the FCM data message this transition renders for Android phones, exactly as sent (every value a string; keys in docs/android.md). Absent where it cannot be rendered.
+            ///   - android: In a history: the FCM data message this transition renders for Android phones, exactly as sent (every value a string; keys in docs/android.md). Present when an Android phone follows the order or was sent to; absent otherwise, and where it cannot be rendered.
             internal init(
                 seq: Swift.Int,
                 from: Swift.String? = nil,

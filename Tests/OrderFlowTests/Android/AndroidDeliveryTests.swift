@@ -251,4 +251,34 @@ struct AndroidDeliveryTests {
         await #expect(throws: OrderFlowError.self) { try await a.engine.forMerchant("elsewhere").history("o10") }
         await a.shutdown()
     }
+
+    @Test func theHistoryRendersAndroidMessagesOnlyForOrdersAnAndroidPhoneFollows() async throws {
+        let a = try await AndroidDeliveryHarness.make()
+        // Only an iPhone follows i11: no transition carries an Android message, and its JSON has no `android`.
+        _ = try await a.engine.createOrder(NewOrder(orderID: "i11", workflow: "food-order",
+            attributes: ["merchantName": "Luigi's", "orderNumber": "i11", "itemCount": 1]))
+        try await a.engine.registerActivityToken(orderID: "i11", deviceID: "iphone-i11", token: EngineFixture.token(111))
+        _ = try await a.engine.advance("i11", to: "accept")
+        let ios = try await a.engine.history("i11")
+        #expect(ios.transitions.count == 2 && ios.transitions.allSatisfy { $0.android == nil })
+        let workflow = try await a.engine.workflow(of: ios.order)
+        let json = String(decoding: try JSONEncoder().encode(ios.transitions.map { $0.readable(in: workflow) }), as: UTF8.self)
+        #expect(!json.contains("\"android\"") && json.contains("\"aps\""), "\(json)")
+
+        // An Android phone follows a11, nothing sent to it yet (no worker runs): each transition
+        // carries the message it renders, the one the worker sends for it alone.
+        try await a.androidOrder("a11", token: LocalFCMServer.registrationToken(11))
+        _ = try await a.engine.advance("a11", to: "accept")
+        let android = try await a.engine.history("a11")
+        #expect(android.deliveries.isEmpty && android.transitions.count == 2)
+        for (index, transition) in android.transitions.enumerated() {
+            let expected = OrderFlowEngine.android(of: transition, after: index > 0 ? android.transitions[index - 1] : nil,
+                                                   order: android.order, workflow: workflow)
+            #expect(transition.android != nil && transition.android == expected, "transition \(transition.seq)")
+        }
+        // It stops following, having been sent nothing: the history is an iPhone-only order's again.
+        try await a.engine.unfollow(orderID: "a11", deviceID: "pixel-a11")
+        #expect(try await a.engine.history("a11").transitions.allSatisfy { $0.android == nil })
+        await a.shutdown()
+    }
 }
