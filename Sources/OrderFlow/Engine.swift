@@ -45,10 +45,11 @@ public struct OrderFlowConfiguration: Sendable {
     public var queueTarget: Duration? = .milliseconds(50)
     /// How long the pushes of the worker in this process (an `OrderFlowHost`, `orderflow serve`
     /// with its worker) may run behind the advances before advances are paced, or nil for no
-    /// such bound. Once the commands the worker claims have waited longer than this for 100 ms,
-    /// advances are admitted at about half the pace the worker sends (raised again while it
-    /// keeps up, unbounded once it has for a second), and the rest are refused at once with
-    /// ``OrderFlowError/isBusy`` and a ``OrderFlowError/retryAfter``, nothing of them written:
+    /// such bound. Once the commands the worker claims have waited longer than this for 100 ms
+    /// (or at once, four times longer), advances are admitted at about half the pace the worker
+    /// sends (raised again while it keeps up, unbounded once it has for a second), and the rest
+    /// are refused at once with ``OrderFlowError/isBusy`` and a ``OrderFlowError/retryAfter``,
+    /// nothing of them written:
     /// under overload the pushes of the advances admitted stay within a few times this delay,
     /// instead of every push waiting seconds behind the others (without it, an order's waiting
     /// transitions merge into one push when the worker reaches them). Workers in other

@@ -6,11 +6,14 @@ import Synchronization
 /// Each claim of the worker says how many commands it took and how long the oldest had been
 /// due: near zero while the worker keeps up, growing while more comes than it sends. Once that
 /// age has stood above the target for ``interval`` (a standing queue, as CoDel reckons one, not
-/// a burst), advances are admitted at a rate, as TCP paces a sender (additive increase,
+/// a burst) — or at once when it is ``farBehind`` targets behind, which no burst worth riding
+/// out puts it — advances are admitted at a rate, as TCP paces a sender (additive increase,
 /// multiplicative decrease): half what the worker claimed in the last second, so that it
-/// drains what waits; halved again each interval the lag still stands; raised by half the
-/// worker's pace each second the lag stays under the target, and unbounded again once it is
-/// twice that pace with the lag under the target for a second. An advance beyond the rate is
+/// drains what waits; halved again each interval the lag still stands; raised each second the
+/// lag stays under the target by half the highest pace the worker showed lately (a fixed step:
+/// one growing with the pace it admits would compound, overshoot the worker by more each time
+/// and build the very backlog pacing is for), and unbounded again once it is twice
+/// the worker's pace with the lag under the target for a second. An advance beyond the rate is
 /// refused at once as busy, before anything of it is rendered or written: the worker keeps up
 /// with what is admitted, whose pushes reach the phones within about the target, instead of
 /// every push waiting seconds behind the others.
@@ -32,6 +35,12 @@ final class PushLag: Sendable {
         var claims: [(at: ContinuousClock.Instant, commands: Int)] = []
         /// Advances admitted a second; nil: every advance.
         var rate: Double?
+        /// Advances a second the rate rises by, each second the lag stays under the target.
+        var increase = 0.0
+        /// The worker's highest pace lately (commands claimed a second), and when it was seen:
+        /// what it can do, where its pace of the moment is only what it was given.
+        var peakPace = 0.0
+        var peakAt: ContinuousClock.Instant?
         var lastDecrease: ContinuousClock.Instant?
         var tokens = 0.0
         var lastRefill: ContinuousClock.Instant?
@@ -44,6 +53,10 @@ final class PushLag: Sendable {
     static let silence: Duration = .seconds(1)
     /// The pace never falls below this many advances a second.
     static let minimumRate = 10.0
+    /// A lag this many times the target is paced at once, without waiting for it to stand.
+    static let farBehind = 4.0
+    /// How long the worker's highest pace is remembered.
+    static let peakMemory: Duration = .seconds(5)
 
     init(target: Duration) {
         self.target = max(0, target.inSeconds)
@@ -59,6 +72,11 @@ final class PushLag: Sendable {
             if let stale = state.claims.firstIndex(where: { now - $0.at <= .seconds(1) }), stale > 0 {
                 state.claims.removeFirst(stale)
             }
+            let current = Self.pace(state.claims)
+            if current >= state.peakPace || state.peakAt.map({ now - $0 > Self.peakMemory }) ?? true {
+                state.peakPace = current
+                state.peakAt = now
+            }
             guard age > target else {
                 state.aboveSince = nil
                 if state.calmSince == nil { state.calmSince = now }
@@ -67,10 +85,12 @@ final class PushLag: Sendable {
             state.calmSince = nil
             let since = state.aboveSince ?? now
             state.aboveSince = since
-            guard now - since >= Self.interval, state.lastDecrease.map({ now - $0 >= Self.interval }) ?? true else { return }
+            let standing = now - since >= Self.interval || age > Self.farBehind * target
+            guard standing, state.lastDecrease.map({ now - $0 >= Self.interval }) ?? true else { return }
             // Multiplicative decrease: from the worker's pace (when first paced) or the pace itself.
-            let base = state.rate ?? Self.pace(state.claims)
+            let base = state.rate ?? current
             state.rate = max(Self.minimumRate, base / 2)
+            state.increase = max(Self.minimumRate, state.peakPace / 2)
             state.lastDecrease = now
             state.tokens = 0
             state.lastRefill = now
@@ -97,7 +117,7 @@ final class PushLag: Sendable {
             var paced = rate
             if let calm = state.calmSince {
                 // Additive increase while the worker keeps up.
-                paced += Self.pace(state.claims) / 2 * elapsed
+                paced += state.increase * elapsed
                 if now - calm >= .seconds(1), paced >= 2 * Self.pace(state.claims) {
                     state.rate = nil
                     return nil

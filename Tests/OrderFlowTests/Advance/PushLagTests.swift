@@ -31,7 +31,7 @@ struct PushLagTests {
         let lag = PushLag(target: .milliseconds(50))
         claims(lag, from: 0, to: 500, age: 0.01)
         #expect(admitted(lag, from: 500, to: 600) == 200, "keeping up: everything admitted")
-        claims(lag, from: 600, to: 660, age: 0.4)
+        claims(lag, from: 600, to: 660, age: 0.15)
         #expect(admitted(lag, from: 660, to: 700) == 80, "behind for less than the interval: a burst, admitted")
         claims(lag, from: 700, to: 760, age: 0.6)
         // Paced at half the worker's 2,000 a second: about 100 of the 200 asked in 100 ms, and
@@ -52,6 +52,31 @@ struct PushLagTests {
         claims(lag, from: 1060, to: 1200, age: 0.01)
         claims(lag, from: 1200, to: 2400, age: 0, commands: 0)
         #expect(admitted(lag, from: 2400, to: 2450) == 100)
+    }
+
+    /// A lag far beyond the target (``PushLag/farBehind`` targets) is paced at its first claim:
+    /// a burst that puts the pushes that far behind is not one to ride out.
+    @Test func aLagFarBehindIsPacedAtOnce() {
+        let lag = PushLag(target: .milliseconds(50))
+        claims(lag, from: 0, to: 500, age: 0.01)
+        lag.claimed(commands: 100, oldestAge: 0.25, at: at(500))
+        let paced = admitted(lag, from: 500, to: 600)
+        #expect((80...160).contains(paced), "paced at about half the worker's 2,000 a second at once: \(paced) of 200")
+    }
+
+    /// Raised while the worker keeps up by a step fixed at half the worker's highest pace lately,
+    /// not by half of what it is given (which would compound): 0.95 s after being halved to
+    /// 1,000 a second, about 1,950.
+    @Test func thePaceRisesByAFixedStep() {
+        let lag = PushLag(target: .milliseconds(50))
+        claims(lag, from: 0, to: 500, age: 0.01)
+        claims(lag, from: 500, to: 620, age: 0.6)  // paced: 1,000 a second
+        // Keeping up with what it is given, a tenth of its pace before: a step of half its pace
+        // of the moment would have raised the rate to about 1,200 a second by now.
+        claims(lag, from: 620, to: 1500, age: 0.01, commands: 10)
+        _ = admitted(lag, from: 1500, to: 1550, perMillisecond: 4)  // what it may take at once
+        let raised = admitted(lag, from: 1550, to: 1600, perMillisecond: 4)
+        #expect((80...120).contains(raised), "about 1,950 a second: \(raised) in 50 ms")
     }
 
     @Test func aWorkerThatStoppedClaimingRefusesNothing() {
