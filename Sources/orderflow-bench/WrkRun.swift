@@ -22,33 +22,18 @@ struct WrkRun {
     /// Advances per second over the turn. Every answer must be the expected one (200 with the
     /// result, or 204 with `minimal`): any other fails the run, with the first such answer.
     func advances(orders: Range<Int>, prefix: String, steps: [String], minimal: Bool) async throws -> Double {
-        guard let wrk = Self.executable else { throw BenchError("wrk is not installed: apt-get install wrk") }
-        let directory = FileManager.default.temporaryDirectory
-        let script = directory.appendingPathComponent("orderflow-wrk-\(UUID().uuidString).lua")
-        let output = directory.appendingPathComponent("orderflow-wrk-\(UUID().uuidString).log")
+        let script = FileManager.default.temporaryDirectory.appendingPathComponent("orderflow-wrk-\(UUID().uuidString).lua")
         try Self.script(steps: steps).write(to: script, atomically: true, encoding: .utf8)
-        defer {
-            try? FileManager.default.removeItem(at: script)
-            try? FileManager.default.removeItem(at: output)
-        }
-        let arguments = [
-            wrk, "-t", "\(threads)", "-c", "\(max(connections, threads))", "-d", "\(seconds)s", "--timeout", "30s",
+        defer { try? FileManager.default.removeItem(at: script) }
+        let (status, text) = try await wrk([
             "-s", script.path, "http://127.0.0.1:\(port)",
             "--", prefix, "\(orders.lowerBound)", "\(orders.upperBound)", "\(threads)", minimal ? "1" : "0", key,
-        ]
-        let status = try await ChildProcess.run(arguments, environment: ProcessInfo.processInfo.environment, outputPath: output.path)
-        let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
-        func number(after label: String) -> Double? {
-            text.split(separator: "\n").lazy.compactMap { line -> Double? in
-                guard let range = line.range(of: label) else { return nil }
-                return Double(line[range.upperBound...].trimmingCharacters(in: .whitespaces).prefix { !$0.isWhitespace })
-            }.first
-        }
-        guard status == 0, let rate = number(after: "Requests/sec:") else {
+        ])
+        guard status == 0, let rate = Self.number(after: "Requests/sec:", in: text) else {
             throw BenchError("wrk failed (exit \(status)): \(text.suffix(600))")
         }
-        let unexpected = number(after: "orderflow-unexpected:") ?? 0
-        let walkedOff = number(after: "orderflow-walked-off:") ?? 0
+        let unexpected = Self.number(after: "orderflow-unexpected:", in: text) ?? 0
+        let walkedOff = Self.number(after: "orderflow-walked-off:", in: text) ?? 0
         guard unexpected == 0, walkedOff == 0 else {
             throw BenchError("wrk: \(Int(unexpected)) unexpected answers, \(Int(walkedOff)) orders past their last step: \(text.suffix(600))")
         }
@@ -59,28 +44,36 @@ struct WrkRun {
     /// before any route or the engine runs: what a request costs the server's HTTP layer alone
     /// (reading, routing through the middlewares, a small answer). Every answer must be a 401.
     func unauthenticated() async throws -> Double {
-        guard let wrk = Self.executable else { throw BenchError("wrk is not installed: apt-get install wrk") }
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("orderflow-wrk-\(UUID().uuidString).log")
-        defer { try? FileManager.default.removeItem(at: output) }
-        let arguments = [wrk, "-t", "\(threads)", "-c", "\(max(connections, threads))", "-d", "\(seconds)s", "--timeout", "30s",
-                         "http://127.0.0.1:\(port)/v1/orders"]
-        let status = try await ChildProcess.run(arguments, environment: ProcessInfo.processInfo.environment, outputPath: output.path)
-        let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
-        func number(after label: String) -> Double? {
-            text.split(separator: "\n").lazy.compactMap { line -> Double? in
-                guard let range = line.range(of: label) else { return nil }
-                return Double(line[range.upperBound...].trimmingCharacters(in: .whitespaces).prefix { !$0.isWhitespace })
-            }.first
-        }
+        let (status, text) = try await wrk(["http://127.0.0.1:\(port)/v1/orders"])
         // wrk counts the answers that are not 2xx or 3xx: here, every one of them.
         let requests = text.split(separator: "\n").lazy.compactMap { line -> Double? in
             guard line.contains(" requests in ") else { return nil }
             return Double(line.trimmingCharacters(in: .whitespaces).prefix { !$0.isWhitespace })
         }.first
-        guard status == 0, let rate = number(after: "Requests/sec:"), let requests, requests > 0,
-              number(after: "Non-2xx or 3xx responses:") == requests
+        guard status == 0, let rate = Self.number(after: "Requests/sec:", in: text), let requests, requests > 0,
+              Self.number(after: "Non-2xx or 3xx responses:", in: text) == requests
         else { throw BenchError("wrk (unauthenticated requests) failed or got answers other than 401 (exit \(status)): \(text.suffix(600))") }
         return rate
+    }
+
+    /// wrk with this run's threads, connections and duration, then `arguments`: its exit status
+    /// and what it printed.
+    private func wrk(_ arguments: [String]) async throws -> (status: Int32, text: String) {
+        guard let wrk = Self.executable else { throw BenchError("wrk is not installed: apt-get install wrk") }
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("orderflow-wrk-\(UUID().uuidString).log")
+        defer { try? FileManager.default.removeItem(at: output) }
+        let status = try await ChildProcess.run(
+            [wrk, "-t", "\(threads)", "-c", "\(max(connections, threads))", "-d", "\(seconds)s", "--timeout", "30s"] + arguments,
+            environment: ProcessInfo.processInfo.environment, outputPath: output.path)
+        return (status, (try? String(contentsOf: output, encoding: .utf8)) ?? "")
+    }
+
+    /// The number after `label` on the first line of wrk's output that has it.
+    private static func number(after label: String, in text: String) -> Double? {
+        text.split(separator: "\n").lazy.compactMap { line -> Double? in
+            guard let range = line.range(of: label) else { return nil }
+            return Double(line[range.upperBound...].trimmingCharacters(in: .whitespaces).prefix { !$0.isWhitespace })
+        }.first
     }
 
     /// The Lua script: thread t of n takes the orders first + t, first + t + n, …; its k-th
