@@ -117,7 +117,9 @@ extension EndToEndBenchmark {
         drive: (OverloadTally) async -> Void
     ) async throws -> OverloadPhase {
         let tally = OverloadTally()
-        let sampler = Task { await sampleDepths(configuration: bench.configuration) }
+        let sampler = Task {
+            await QueueDepthSampler(interval: PoolSample.interval, readsActivity: false).run(configuration: bench.configuration).0
+        }
         let poolSampler = Task { await samplePool(engine: engine, tally: tally) }
         let cpuStart = CPUUse.now(watching: worker?.pid)
         let start = ContinuousClock.now
@@ -208,24 +210,6 @@ extension EndToEndBenchmark {
             try await Task.sleep(for: .milliseconds(50))
         }
         throw BenchError("the outbox did not drain within 120 s")
-    }
-
-    private func sampleDepths(configuration: PostgresConfiguration) async -> [Int] {
-        (try? await PostgresConnection.withConnection(configuration) { connection in
-            var depths: [Int] = []
-            let clock = ContinuousClock()
-            var next = clock.now
-            while !Task.isCancelled {
-                if let rows = try? await connection.query(PostgresQuery("SELECT count(*)::bigint AS n FROM activity_commands")),
-                   let depth = try? rows.single().decode("n", as: Int.self)
-                {
-                    depths.append(depth)
-                }
-                next = next + PoolSample.interval
-                try? await clock.sleep(until: next)
-            }
-            return depths
-        }) ?? []
     }
 
     private func peakRSSMegabytes() -> Int {

@@ -91,6 +91,11 @@ struct QueueDepthSampler: Sendable {
     /// One sample of pg_stat_activity: sessions by what they were doing ("active", "active:Lock/tuple", …).
     typealias Activity = [String: Int]
 
+    /// How often the outbox is counted.
+    var interval: Duration = .seconds(1)
+    /// Whether each sample also reads what the database's sessions are doing.
+    var readsActivity = true
+
     func run(configuration: PostgresConfiguration) async -> ([Int], [Activity]) {
         (try? await PostgresConnection.withConnection(configuration) { connection in
             var depths: [Int] = []
@@ -103,7 +108,7 @@ struct QueueDepthSampler: Sendable {
                 {
                     depths.append(depth)
                 }
-                if let rows = try? await connection.query(PostgresQuery("""
+                if readsActivity, let rows = try? await connection.query(PostgresQuery("""
                     SELECT state || coalesce(':' || wait_event_type || '/' || wait_event, '') AS what, count(*)::bigint AS n
                     FROM pg_stat_activity
                     WHERE datname = current_database() AND pid <> pg_backend_pid() AND state IN ('active', 'idle in transaction')
@@ -117,7 +122,7 @@ struct QueueDepthSampler: Sendable {
                     }
                     activity.append(sample)
                 }
-                next = next + .seconds(1)
+                next = next + interval
                 try? await clock.sleep(until: next)
             }
             return (depths, activity)
