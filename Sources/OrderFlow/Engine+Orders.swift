@@ -138,11 +138,18 @@ extension OrderFlowEngine {
             try Self.validateIdentifier(actor, what: "actor")
             // Under overload most advances are refused: before rendering, not after.
             if let busy = pool.commitGroupRefusal { throw busy }
-            if let busy = wakeSignal.pushLag?.refusal() { throw busy }
+            let pushLag = try wakeSignal.pushLag.flatMap { try $0.admit() ? $0 : nil }
             let started = Date()
-            let outcome = try await advanceOutcome(
-                orderID: orderID, target: target, input: input, idempotencyKey: idempotencyKey,
-                expectedState: expectedState, actor: actor, started: started)
+            let outcome: AdvanceOutcome
+            do {
+                outcome = try await advanceOutcome(
+                    orderID: orderID, target: target, input: input, idempotencyKey: idempotencyKey,
+                    expectedState: expectedState, actor: actor, started: started)
+            } catch {
+                pushLag?.withdrawn()
+                throw error
+            }
+            if case .advanced = outcome { pushLag?.committed() } else { pushLag?.withdrawn() }
             switch outcome {
             case .advanced(let result):
                 wakeSignal.signal()

@@ -43,17 +43,17 @@ public struct OrderFlowConfiguration: Sendable {
     /// queueing for seconds. nil admits advances until their expected wait nears
     /// `acquireTimeout`. Default 50 ms.
     public var queueTarget: Duration? = .milliseconds(50)
-    /// How long the pushes of the worker in this process (an `OrderFlowHost`, `orderflow serve`
-    /// with its worker) may run behind the advances before advances are paced, or nil for no
-    /// such bound. Once the commands the worker claims have waited longer than this for 100 ms
-    /// (or at once, four times longer), advances are admitted at about half the pace the worker
-    /// sends (raised again while it keeps up, unbounded once it has for a second), and the rest
-    /// are refused at once with ``OrderFlowError/isBusy`` and a ``OrderFlowError/retryAfter``,
-    /// nothing of them written:
-    /// under overload the pushes of the advances admitted stay within a few times this delay,
-    /// instead of every push waiting seconds behind the others (without it, an order's waiting
-    /// transitions merge into one push when the worker reaches them). Workers in other
-    /// processes do not count. Default nil: advances are admitted however far the pushes lag.
+    /// How long the command of an advance may wait for the worker in this process (an
+    /// `OrderFlowHost`, `orderflow serve` with its worker), or nil for no such bound. An advance
+    /// is admitted while the work ahead of it — the advances admitted and not yet claimed by the
+    /// worker — is less than this long of the worker's pace over the last second (and never
+    /// fewer than a few commands); otherwise it is refused at once with
+    /// ``OrderFlowError/isBusy`` and a ``OrderFlowError/retryAfter``, nothing of it written.
+    /// Under overload the worker is kept fed without a backlog, and the pushes of the advances
+    /// admitted reach the phones within about this delay plus one claim and send, instead of
+    /// every push waiting seconds behind the others (without it, an order's waiting transitions
+    /// merge into one push when the worker reaches them). Without a worker in this process
+    /// claiming, nothing is refused. Default nil: advances are admitted however much waits.
     public var pushLagTarget: Duration?
     /// Whether the customer's app must register a device before a client secret may change it
     /// (``DeviceCredentialPolicy``). Default `.required`.

@@ -21,9 +21,9 @@ public final class WakeSignal: Sendable {
         var nextID = 0
     }
 
-    /// How far the worker in this process runs behind the engine's advances, when the engine
-    /// admits advances by it (``OrderFlowConfiguration/pushLagTarget``): the worker that this
-    /// signal wakes says so after each claim.
+    /// The work the engine's advances have given the worker in this process and it has not yet
+    /// taken, when the engine admits advances by it (``OrderFlowConfiguration/pushLagTarget``):
+    /// the worker that this signal wakes says what each claim took.
     let pushLag: PushLag?
 
     init(pool: PostgresPool?, channel: String, interval: Duration, pushLag: PushLag? = nil) {

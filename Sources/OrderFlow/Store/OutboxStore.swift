@@ -118,8 +118,7 @@ struct OutboxStore: Sendable {
                    COALESCE((SELECT t.input FROM order_transitions t
                              WHERE t.merchant_id = o.merchant_id AND t.order_id = o.order_id AND t.seq = 1),
                             '{}'::jsonb) AS start_input,
-                   COALESCE((SELECT json_agg(json_build_object('id', c.id, 'seq', c.seq, 'kind', c.kind, 'device', c.device_id,
-                                                               'age', extract(epoch FROM now() - c.available_at))
+                   COALESCE((SELECT json_agg(json_build_object('id', c.id, 'seq', c.seq, 'kind', c.kind, 'device', c.device_id)
                                              ORDER BY c.id)
                              FROM activity_commands c
                              WHERE c.merchant_id = o.merchant_id AND c.order_id = o.order_id AND c.available_at <= now()),

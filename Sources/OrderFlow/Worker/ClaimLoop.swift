@@ -77,10 +77,7 @@ final class ClaimLoop: Sendable {
             let claimTook = ContinuousClock.now - claimIssued
             let full = claimed.count >= configuration.batchSize
             planning = Self.planning(afterClaimOf: claimed.count, batchSize: configuration.batchSize, took: claimTook)
-            if let pushLag {
-                let commands = claimed.orders.lazy.map(\.commands.count).reduce(0, +)
-                pushLag.claimed(commands: commands, oldestAge: claimed.orders.lazy.flatMap(\.commands).compactMap(\.age).max() ?? 0)
-            }
+            pushLag?.claimed(commands: claimed.orders.lazy.map(\.commands.count).reduce(0, +), full: full)
             if claimed.count == 0 {
                 // Nothing due: sleep until a wake-up, the next poll or a deferral falls due.
                 var timeout = idle.inSeconds

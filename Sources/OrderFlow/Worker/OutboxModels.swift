@@ -36,8 +36,6 @@ struct OutboxCommand: Sendable, Hashable, Decodable {
     var kind: Kind
     /// For `sync` and `retry`: the one device concerned.
     var device: String?
-    /// Seconds it had been due when claimed (the worker's lag, `PushLag`).
-    var age: Double? = nil
 }
 
 /// A follower of the order and its `activities` row (absent fields: no row yet).

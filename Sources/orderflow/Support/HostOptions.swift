@@ -73,7 +73,7 @@ struct HostOptions: ParsableArguments {
     var queueTarget: Int = 50
 
     @Option(help: ArgumentHelp(
-        "Milliseconds this server's own worker may run behind its advances before advances are refused as busy, with a Retry-After, until it catches up (default 0: off). Under overload the advances admitted then reach the phones within a few times this long; workers in other processes do not count.",
+        "Milliseconds of this server's own worker's work an advance may find ahead of it (the advances admitted and not yet claimed, at the worker's pace); beyond that it is refused at once as busy, with a Retry-After (default 0: off). Under overload the advances admitted then reach the phones within about this long plus one send; workers in other processes do not count.",
         valueName: "ms"))
     var pushLagTarget: Int = 0
 
