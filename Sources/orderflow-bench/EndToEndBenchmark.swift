@@ -53,7 +53,7 @@ struct EndToEndBenchmark: AsyncParsableCommand {
     var notifyInterval: Int?
     @Option(help: "Claim loops of the worker in this process (its concurrentBatches; default: the worker's).")
     var lanes: Int?
-    @Option(help: "Orders the engine keeps in memory (its cachedOrders; default: the engine's, or every order of --overload).")
+    @Option(help: "Orders the engine keeps in memory (its cachedOrders; default: the engine's, or every order of --overload, or twice the orders in rotation when that is more).")
     var cachedOrders: Int?
     @Option(help: "Milliseconds an advance should wait for its commit group under overload (the engine's queueTarget; default: the engine's; 0: off).")
     var queueTarget: Int?
@@ -78,8 +78,7 @@ struct EndToEndBenchmark: AsyncParsableCommand {
                 try await runWithSeparateWorker(apns: apns, bench: bench, logger: logger)
             } else {
                 var configuration = apns.hostConfiguration(database: bench.configuration, connections: connections, workerID: "bench-e2e")
-                if overload { configuration.engine.cachedOrders = overloadOrders + 1 }
-                if let cachedOrders { configuration.engine.cachedOrders = cachedOrders }
+                configuration.engine.cachedOrders = engineCachedOrders(default: configuration.engine.cachedOrders)
                 configuration.engine.acquireTimeout = .milliseconds(Int64(acquireTimeout * 1000))
                 if let lanes { configuration.worker.concurrentBatches = lanes }
                 if let queueTarget { configuration.engine.queueTarget = queueTarget > 0 ? .milliseconds(queueTarget) : nil }
@@ -118,8 +117,7 @@ struct EndToEndBenchmark: AsyncParsableCommand {
     /// `orderflow worker run` beside it with its defaults, as operators run it.
     private func runWithSeparateWorker(apns: BenchAPNS, bench: BenchDatabase, logger: Logger) async throws {
         var configuration = OrderFlowConfiguration(database: bench.configuration, maximumConnections: connections)
-        if overload { configuration.cachedOrders = overloadOrders + 1 }
-        if let cachedOrders { configuration.cachedOrders = cachedOrders }
+        configuration.cachedOrders = engineCachedOrders(default: configuration.cachedOrders)
         configuration.acquireTimeout = .milliseconds(Int64(acquireTimeout * 1000))
         if let notifyInterval { configuration.notifyInterval = .milliseconds(notifyInterval) }
         if let queueTarget { configuration.queueTarget = queueTarget > 0 ? .milliseconds(queueTarget) : nil }
@@ -150,10 +148,23 @@ struct EndToEndBenchmark: AsyncParsableCommand {
         try result.get()
     }
 
+    /// Orders in rotation: each is advanced every `spacing` seconds.
+    private var rotation: Int { max(1, Int((Double(rate) * spacing).rounded(.up))) }
+
+    /// The engine's order cache: as asked; else every order of --overload; else big enough that
+    /// every order in rotation stays known (the cache keeps an order touched within the last
+    /// half of its capacity), so that runs at 1× and 4× differ in their load only, not in
+    /// whether each advance must read its order first.
+    private func engineCachedOrders(default engineDefault: Int) -> Int {
+        if let cachedOrders { return cachedOrders }
+        if overload { return overloadOrders + 1 }
+        return max(engineDefault, 2 * rotation + 2)
+    }
+
     private func measure(engine: OrderFlowEngine, apns: BenchAPNS, bench: BenchDatabase, worker: SeparateWorker?,
                          stages: WorkerStageLog?) async throws {
         let rate = self.rate
-        let window = max(1, Int((Double(rate) * spacing).rounded(.up)))  // orders in rotation
+        let window = rotation
         let total = rate * seconds
         let roundsPerOrder = Self.steps.count
         let orderCount = ((total + roundsPerOrder * window - 1) / (roundsPerOrder * window)) * window
