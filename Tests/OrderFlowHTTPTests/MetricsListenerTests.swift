@@ -53,7 +53,7 @@ struct MetricsListenerTests {
     }
 
     @Test("serves on the port it bound, refuses a port in use naming the address, closes at shutdown",
-          .timeLimit(.minutes(1)))
+          .timeLimit(.minutes(3)))
     func listensAndCloses() async throws {
         let listener = MetricsListener(configuration: .init(port: 0), registry: Self.registry(), logger: Self.logger)
         let group = ServiceGroup(configuration: .init(services: [listener], logger: Self.logger))

@@ -18,7 +18,7 @@ struct SharedProviderTokensTests {
         func advance(minutes: Double) { current.withLock { $0 += minutes * 60 } }
     }
 
-    @Test("one token across workers, renewed by one of them after 50 minutes, not after an early expiry", .timeLimit(.minutes(1)))
+    @Test("one token across workers, renewed by one of them after 50 minutes, not after an early expiry", .timeLimit(.minutes(3)))
     func oneTokenAcrossWorkers() async throws {
         let fixture = try await EngineFixture.make(maximumConnections: 4)
         let clock = Clock()

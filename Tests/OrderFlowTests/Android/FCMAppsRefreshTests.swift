@@ -38,7 +38,7 @@ struct FCMAppsRefreshTests {
         await fixture.shutdown()
     }
 
-    @Test("within the interval the known route is used; a set-fcm is seen after it", .timeLimit(.minutes(1)))
+    @Test("within the interval the known route is used; a set-fcm is seen after it", .timeLimit(.minutes(3)))
     func aNewProjectIsSeenOnlyAfterTheInterval() async throws {
         try await withFixture { fixture in
             let patient = Self.apps(fixture, refreshInterval: .seconds(3600))
@@ -68,7 +68,7 @@ struct FCMAppsRefreshTests {
     }
 
     @Test("while the database cannot be read the known route is kept and an unknown merchant waits",
-          .timeLimit(.minutes(1)))
+          .timeLimit(.minutes(3)))
     func anUnreadableDatabaseKeepsTheKnownRoute() async throws {
         try await withFixture { fixture in
             let logs = LogRecorder()

@@ -138,7 +138,7 @@ struct ReliabilityAPNSTests {
 
     /// A push that fails every time becomes a dead letter after exactly `maximumAttempts`
     /// attempts, spaced by the backoff; the other activities are unaffected.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func persistentFailureBecomesADeadLetterAfterTheBound() async throws {
         let harness = try await WorkerHarness.make()
         let doomed = EngineFixture.token(7100)

@@ -234,7 +234,7 @@ struct ConnectionTests {
         await connection.close()
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func copyIsRefusedNotHung() async throws {
         // libpq would wait forever for COPY data; the connection says no and closes instead.
         let configuration = try TestDatabase.serverConfiguration()

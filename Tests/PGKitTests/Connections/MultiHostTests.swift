@@ -33,7 +33,7 @@ struct TimingMultiHostTests {
     /// socket that never accepts, like a machine that is gone): both are passed over within
     /// `connect_timeout`, and the connection lands on the third, the real one, which its
     /// messages then name.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func passesOverServersThatRefuseOrNeverAnswer() async throws {
         let server = try TestDatabase.serverConfiguration()
         let refusing = try LocalPostgres.sparePort()
@@ -66,7 +66,7 @@ struct TimingMultiHostTests {
 
     /// No server answers: the pool's caller hears so within the acquire timeout, however many
     /// servers there are and however long their `connect_timeout`.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func poolGivesUpWithinTheAcquireTimeout() async throws {
         let server = try TestDatabase.serverConfiguration()
         let silent = try SilentServer()

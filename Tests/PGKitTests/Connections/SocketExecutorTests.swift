@@ -16,7 +16,7 @@ struct SocketExecutorTests {
     /// their own answers, and are woken there by timers and by other threads; tasks without
     /// the preference never run there. Several rounds, so that a job arriving just as the
     /// thread goes to sleep is met many times: a lost wake-up hangs the test.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func preferringTasksRunOnTheSocketThreadAndGetTheirAnswers() async throws {
         let configuration = try TestDatabase.serverConfiguration()
         let pool = PostgresPool(.init(connection: configuration, maximumConnections: 6))
@@ -60,7 +60,7 @@ struct SocketExecutorTests {
     }
 
     /// A preferring task's error, cancellation and a statement that fails behave as anywhere.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func errorsAndCancellationReachPreferringTasks() async throws {
         let configuration = try TestDatabase.serverConfiguration()
         try await withTaskExecutorPreference(PostgresConnection.socketExecutor) {

@@ -7,7 +7,7 @@ import Testing
 
 @Suite("LISTEN/NOTIFY and server restarts")
 struct ListenerAndRestartTests {
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func listenerDeliversAndResubscribesAfterReconnect() async throws {
         let (configuration, name) = try Self.namedConfiguration()
         let channel = Self.randomChannel()
@@ -34,7 +34,7 @@ struct ListenerAndRestartTests {
 
     /// Everything a burst sends arrives, in the order sent: thousands in one transaction
     /// (delivered together at commit), and several senders at once.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aBurstOfNotificationsArrivesWhole() async throws {
         let (configuration, _) = try Self.namedConfiguration()
         let channel = Self.randomChannel()
@@ -168,7 +168,7 @@ struct TimingListenerTests {
     /// Stop ends whatever the listener waits for at once — notifications, the backoff between
     /// connection attempts, a server that does not answer — instead of noticing a flag on its
     /// next turn.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func stopIsPrompt() async throws {
         let (configuration, name) = try ListenerAndRestartTests.namedConfiguration()
         let pool = PostgresPool(.init(connection: configuration, maximumConnections: 1))
@@ -212,7 +212,7 @@ struct TimingListenerTests {
 
     /// Listeners wait on the one socket thread: eight of them add no thread (the old design
     /// had one each).
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func listenersHaveNoThreadOfTheirOwn() async throws {
         let (configuration, _) = try ListenerAndRestartTests.namedConfiguration()
         let pool = PostgresPool(.init(connection: configuration, maximumConnections: 1))
