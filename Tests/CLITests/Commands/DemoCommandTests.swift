@@ -44,7 +44,9 @@ struct DemoCommandTests {
         #expect(!output.contains(Fixtures.repository.path), "the demo names paths relative to where it runs:\n\(output)")
         #expect(output.contains("…"), "masked tokens are shown:\n\(output)")
         let summary = try #require(output.split(separator: "\n").first { $0.contains(" transitions → ") })
-        #expect(summary.hasPrefix("18 transitions → 19 pushes"), "\(summary)")
+        // 19: order B's burst of three shown by one update. On a busy machine the worker may
+        // reach one more order's quick steps together, and one push shows both (18).
+        #expect(summary.firstMatch(of: #/^18 transitions → 1[89] pushes /#) != nil, "\(summary)")
         #expect(first.seconds < 30, "the demo took \(first.seconds) s")
         // The Android phone's messages, as the FCM stand-in received them: updates, then the end.
         let android = output.split(separator: "\n").drop { !$0.contains("each FCM data message") }.dropFirst()
