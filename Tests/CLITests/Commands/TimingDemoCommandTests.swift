@@ -3,12 +3,14 @@ import LocalFCM
 import OrderFlow
 import PGKit
 import PostgresTesting
+import TestTags
 import Testing
 
 /// The demo run as `scripts/demo` runs it: the built `orderflow-demo`, on a fresh database of the
-/// throw-away server. Serialized: the demo measures time and the machine is small.
-@Suite("orderflow-demo", .serialized)
-struct DemoCommandTests {
+/// throw-away server. Timed (the demo ends within 30 s), so it runs with the timing group, alone;
+/// serialized: each test runs the whole demo and the machine is small.
+@Suite("Timing: orderflow-demo", .serialized, .tags(.timing))
+struct TimingDemoCommandTests {
     @Test("runs end to end on a fresh database: starts, updates, ends, alerts, a merged burst, a cancellation")
     func runsEndToEnd() async throws {
         let database = try await TestDatabase.fresh(prefix: "demo")
