@@ -31,8 +31,22 @@ final class PushLag: Sendable {
         /// Commands committed by this process's advances that no claim has taken yet.
         var waiting = 0
         var lastClaim: ContinuousClock.Instant?
-        /// Commands claimed, by when, over the last second.
+        /// Commands claimed, by when, over the last second, and their sum: kept as claims come
+        /// and go, so that an admission, once per advance, adds nothing up.
         var claims: [(at: ContinuousClock.Instant, commands: Int)] = []
+        var claimedInWindow = 0
+
+        /// Forgets the claims older than the pace window at `now`.
+        mutating func forgetClaims(before now: ContinuousClock.Instant) {
+            guard let kept = claims.firstIndex(where: { now - $0.at <= PushLag.paceWindow }) else {
+                claims.removeAll(keepingCapacity: true)
+                claimedInWindow = 0
+                return
+            }
+            guard kept > 0 else { return }
+            claimedInWindow -= claims[..<kept].reduce(0) { $0 + $1.commands }
+            claims.removeFirst(kept)
+        }
     }
 
     /// How long without a claim before the worker counts as absent and nothing is refused.
@@ -53,9 +67,8 @@ final class PushLag: Sendable {
             state.lastClaim = now
             state.waiting = full ? max(0, state.waiting - commands) : 0
             state.claims.append((now, commands))
-            if let kept = state.claims.firstIndex(where: { now - $0.at <= Self.paceWindow }), kept > 0 {
-                state.claims.removeFirst(kept)
-            }
+            state.claimedInWindow += commands
+            state.forgetClaims(before: now)
         }
     }
 
@@ -65,8 +78,8 @@ final class PushLag: Sendable {
         let outcome = state.withLock { state -> (counted: Bool, refusedAhead: Int, bound: Int, pace: Double) in
             // No worker to measure: nothing refused, nothing counted.
             guard let last = state.lastClaim, now - last < Self.silence else { return (false, 0, 0, 0) }
-            let pace = Double(state.claims.reduce(0) { now - $1.at <= Self.paceWindow ? $0 + $1.commands : $0 })
-                / Self.paceWindow.inSeconds
+            state.forgetClaims(before: now)
+            let pace = Double(state.claimedInWindow) / Self.paceWindow.inSeconds
             let ahead = state.inFlight + state.waiting
             let bound = max(Self.minimumAhead, Int(target * pace))
             guard ahead >= bound else {

@@ -78,6 +78,12 @@ struct PushLagTests {
         #expect(admitted(lag, count: 100, at: 1000) == PushLag.minimumAhead)
         claims(lag, from: 1000, to: 2000, commands: 200, full: true)  // 4,000 a second, taking nothing of ours
         #expect(admitted(lag, count: 300, at: 2000) == 200, "its full claims took what waited")
+        // Half a second later with no claim since, only the last half second's claims count:
+        // 2,000 a second, 100 commands' worth, of which the 200 admitted fill more than all.
+        #expect(admitted(lag, count: 1, at: 2500) == 0)
+        let later = PushLag(target: .milliseconds(50))
+        claims(later, from: 0, to: 1000, commands: 200)  // 4,000 a second: 200 commands' worth
+        #expect(admitted(later, count: 300, at: 1500) == 100, "the claims of the last half second: 2,000 a second")
     }
 
     @Test func aWorkerThatStoppedClaimingRefusesNothing() {
