@@ -152,13 +152,21 @@ struct EndToEndBenchmark: AsyncParsableCommand {
     private var rotation: Int { max(1, Int((Double(rate) * spacing).rounded(.up))) }
 
     /// The engine's order cache: as asked; else every order of --overload; else big enough that
-    /// every order in rotation stays known (the cache keeps an order touched within the last
-    /// half of its capacity), so that runs at 1× and 4× differ in their load only, not in
-    /// whether each advance must read its order first.
+    /// every order the run creates stays known from its creation to its last step (the cache
+    /// keeps an order touched within the last half of its capacity, and the orders of the
+    /// run's later turns were created before the first turn's were advanced), so that runs at
+    /// 1× and 4× differ in their load only, not in whether each advance must read its order first.
     private func engineCachedOrders(default engineDefault: Int) -> Int {
         if let cachedOrders { return cachedOrders }
         if overload { return overloadOrders + 1 }
-        return max(engineDefault, 2 * rotation + 2)
+        return max(engineDefault, 2 * orderCount + 2)
+    }
+
+    /// Orders the run creates: enough for `rate × seconds` transitions of `steps.count` each,
+    /// in whole turns of `rotation` orders.
+    private var orderCount: Int {
+        let perTurn = Self.steps.count * rotation
+        return ((rate * seconds + perTurn - 1) / perTurn) * rotation
     }
 
     private func measure(engine: OrderFlowEngine, apns: BenchAPNS, bench: BenchDatabase, worker: SeparateWorker?,
@@ -167,7 +175,7 @@ struct EndToEndBenchmark: AsyncParsableCommand {
         let window = rotation
         let total = rate * seconds
         let roundsPerOrder = Self.steps.count
-        let orderCount = ((total + roundsPerOrder * window - 1) / (roundsPerOrder * window)) * window
+        let orderCount = self.orderCount
         let tokens = (0..<orderCount).map { _ in BenchAPNS.randomToken(160) }
 
         print("preparing \(orderCount) orders, each followed by a device with an activity token…")
