@@ -54,6 +54,10 @@ extension PostgresPool {
     public func queryCommittingTogether(
         _ query: PostgresQuery, batch: StaticString? = nil
     ) async throws(PostgresError) -> PostgresRows {
+        // Its settings would hold for the whole group's transaction, everyone's statements.
+        guard query.localSettings.isEmpty else {
+            throw PostgresError(.invalidParameter, "a statement with settings of its own cannot be committed with others; run it alone (query)")
+        }
         guard configuration.commitGroups > 0 else {
             // Grouping off: the statement alone, on a connection of its own.
             return try await CommitGrouping.commitAlone(query, pool: self)

@@ -215,7 +215,15 @@ public actor PostgresConnection {
     @discardableResult
     public func query(_ query: PostgresQuery) async throws(PostgresError) -> PostgresRows {
         let parameters = try Self.parameters(of: query)
-        return try await inTurn { () async throws(PostgresError) in try await exchange(query, parameters: parameters) }
+        guard !query.localSettings.isEmpty else {
+            return try await inTurn { () async throws(PostgresError) in try await exchange(query, parameters: parameters) }
+        }
+        // The settings' statement and this one in one pipeline: one round trip, one transaction.
+        let settings = query.localSettingsStatement
+        let settingsParameters = try Self.parameters(of: settings)
+        return try await inTurn { () async throws(PostgresError) in
+            try await exchangeGroup([settings, query], parameterLists: [settingsParameters, parameters])[1]
+        }
     }
 
     /// The query's parameters in PostgreSQL's text format.
@@ -298,8 +306,8 @@ public actor PostgresConnection {
         var parameterLists: [[String?]] = []
         parameterLists.reserveCapacity(queries.count)
         for query in queries {
-            guard query.preparedKey != nil else {
-                throw PostgresError(.invalidParameter, "only statements written in the source and prepared once per connection can be sent in a group")
+            guard query.isSingleStatementOfTheSource else {
+                throw PostgresError(.invalidParameter, "only statements written in the source can be sent in a group")
             }
             parameterLists.append(try Self.parameters(of: query))
         }
@@ -313,16 +321,19 @@ public actor PostgresConnection {
         guard PQtransactionStatus(connection) == PQTRANS_IDLE else {
             throw PostgresError(.unexpectedResult, "a group of statements cannot run inside a transaction: it commits by itself", context: server)
         }
-        // Prepared first, one round trip each, outside the pipeline (once per connection).
-        var names: [String] = []
+        // Prepared first, one round trip each, outside the pipeline (once per connection); a
+        // statement planned at each run is parsed and planned in the pipeline.
+        var names: [String?] = []
         names.reserveCapacity(queries.count)
         for (query, parameters) in zip(queries, parameterLists) {
-            names.append(try await preparedName(for: query.preparedKey!, query: query, parameterCount: parameters.count, connection: connection))
+            guard let key = query.preparedKey else { names.append(nil); continue }
+            names.append(try await preparedName(for: key, query: query, parameterCount: parameters.count, connection: connection))
         }
         guard PQenterPipelineMode(connection) == 1 else { throw connectionProblem(connection) }
-        for (name, parameters) in zip(names, parameterLists) {
+        for ((name, parameters), query) in zip(zip(names, parameterLists), queries) {
             let sent = withOptionalCStringArray(parameters) { values in
-                PQsendQueryPrepared(connection, name, Int32(parameters.count), values, nil, nil, 0)
+                if let name { return PQsendQueryPrepared(connection, name, Int32(parameters.count), values, nil, nil, 0) }
+                return PQsendQueryParams(connection, query.sql, Int32(parameters.count), nil, values, nil, nil, 0)
             }
             guard sent == 1 else { throw connectionProblem(connection) }
         }

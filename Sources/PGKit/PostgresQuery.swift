@@ -9,6 +9,9 @@ public struct PostgresQuery: Sendable {
     public let bindings: [any PostgresBindable]
     /// How the server plans the statement (``Planning``).
     public private(set) var planning: Planning = .cached
+    /// Settings in effect while the statement is planned, run and committed
+    /// (``withLocalSettings(_:)``), by name.
+    public private(set) var localSettings: [(name: StaticString, value: StaticString)] = []
 
     /// How the server plans a statement written in the source.
     public enum Planning: Sendable {
@@ -60,6 +63,33 @@ public struct PostgresQuery: Sendable {
         var copy = self
         copy.planning = .eachRun
         return copy
+    }
+
+    /// This statement with server settings of its own: `set_config(name, value, true)` for each,
+    /// sent ahead of it in the same round trip and the same transaction, so they hold while the
+    /// server plans it (a prepared statement is planned when it is bound, after the settings
+    /// ran), runs it and commits it, and end with that commit. For a statement whose plan must
+    /// not depend on a table's statistics of the moment — a queue's, which say it is empty
+    /// while the pages of its last burst's dead rows are still there (`enable_seqscan`) — or
+    /// whose commit need not wait for the WAL flush (`synchronous_commit`). Runs outside a
+    /// transaction only: it commits by itself.
+    public func withLocalSettings(_ settings: [(name: StaticString, value: StaticString)]) -> PostgresQuery {
+        var copy = self
+        copy.localSettings = settings
+        return copy
+    }
+
+    /// The statement that applies ``localSettings`` for the transaction it runs in.
+    var localSettingsStatement: PostgresQuery {
+        PostgresQuery(
+            "SELECT set_config(s.name, s.value, true) FROM unnest($1::text[], $2::text[]) AS s(name, value)",
+            localSettings.map { $0.name.description }, localSettings.map { $0.value.description })
+    }
+
+    /// A statement written in the source (either planning), which a pipeline can send.
+    var isSingleStatementOfTheSource: Bool {
+        if case .literal(let literal) = text { return literal.hasPointerRepresentation }
+        return false
     }
 
     public var sql: String {
