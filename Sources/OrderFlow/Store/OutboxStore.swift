@@ -51,25 +51,25 @@ struct OutboxStore: Sendable {
     /// nothing — the commands are still there, and the next claim takes them (the completion
     /// after the send waits for its flush, and with it for the claim's).
     ///
-    /// `planning`: `.eachRun` when the queue may have grown since the statement was last planned
-    /// (``ClaimLoop`` says when). A plan cached while the outbox stood empty (a quiet hour,
-    /// vacuumed to nothing) reads `activity_commands` whole for each command once a burst fills
-    /// it — claims of 100 took seconds with a few thousand queued, until autovacuum analyzed the
-    /// table again — while a plan made at the run sees the table's size. Planning costs about
-    /// as much as a small claim, so a steady trickle keeps its cached plan.
+    /// Prepared once per connection, its plan kept: planned without sequential scans
+    /// (``claimSettings``), it walks the indexes whatever the outbox's statistics say. A plan
+    /// kept from while the outbox stood empty (a quiet hour, vacuumed to nothing) otherwise read
+    /// `activity_commands` whole for each command once a burst filled it — claims of 100 took
+    /// seconds with a few thousand queued — and planning each claim afresh instead costs more
+    /// than a small claim runs, on the path of every push.
     /// The claim's settings (``PostgresQuery/withLocalSettings(_:)``). Its commit does not
     /// wait for the WAL flush. And it is planned without sequential scans: every row it reads
     /// has an index to it (the ready index, the primary keys), while the outbox's statistics
-    /// may say it is empty (it was, at the last analyze) when a burst's dead rows fill its
-    /// pages — a plan that scans it whole once per candidate read ~5,000 buffers a claim.
+    /// may say it is empty (it was, at the last analyze) when a burst's rows, live or dead,
+    /// fill its pages — and a plan that scans it whole does so once per candidate.
     static let claimSettings: [(name: StaticString, value: StaticString)] = [
         ("synchronous_commit", "off"), ("enable_seqscan", "off"),
     ]
 
     func claim(workerID: String, limit: Int, lease: Duration, merchants: MerchantScope, excluding excluded: [String] = [],
-               maximumTransitions: Int, planning: PostgresQuery.Planning = .cached) async throws -> ClaimedBatch
+               maximumTransitions: Int) async throws -> ClaimedBatch
     {
-        var query = PostgresQuery("""
+        let query = PostgresQuery("""
             WITH candidates AS (
                 SELECT ready.merchant_id, ready.order_id
                 FROM (
@@ -192,7 +192,6 @@ struct OutboxStore: Sendable {
             FROM claimed k
             JOIN orders o ON o.merchant_id = k.merchant_id AND o.order_id = k.order_id
             """, workerID, limit, lease.inSeconds, merchants.boundMerchantIDs, excluded, maximumTransitions)
-        if planning == .eachRun { query = query.plannedEachRun() }
         let rows = try await pool.query(query.withLocalSettings(Self.claimSettings))
         let decoder = JSONDecoder()
         var batch = ClaimedBatch()
@@ -314,7 +313,7 @@ struct OutboxStore: Sendable {
     /// Activity rows change only where this worker's view still holds: status and start time
     /// only while the row keeps the update token the worker saw (a token registered meanwhile
     /// wins), sequence numbers and timestamps only forwards.
-    /// `planning`: `.eachRun` for a full batch, whose queue may be long (as ``claim(workerID:limit:lease:merchants:excluding:maximumTransitions:planning:)``).
+    /// `planning`: `.eachRun` for a full batch, whose queue may be long (a plan kept from a short queue may walk it whole).
     func complete(workerID: String, _ completion: Completion, planning: PostgresQuery.Planning = .cached) async throws {
         // Each row as the JSON object its recordset below reads (snake_case names), built
         // directly: `JSONEncoder` with `.convertToSnakeCase` costs more than the record's

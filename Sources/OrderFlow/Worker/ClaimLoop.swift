@@ -34,25 +34,12 @@ final class ClaimLoop: Sendable {
         self.logger = logger
     }
 
-    /// A claim slower than this suggests its cached plan no longer fits the queue.
-    static let slowClaim: Duration = .milliseconds(100)
-
-    /// How the next claim is planned after one that leased `count` orders in `took`: afresh
-    /// when the queue may have changed size since (nothing found, a full batch, a slow claim).
-    static func planning(afterClaimOf count: Int, batchSize: Int, took: Duration) -> PostgresQuery.Planning {
-        count == 0 || count >= batchSize || took > slowClaim ? .eachRun : .cached
-    }
-
     /// One claim loop: claim a batch, send it, record it; when a claim comes back empty, wait
     /// for a wake-up (a ring that came while every loop was busy is answered at once) or the
     /// next poll.
     func run(lane: Int) async {
         var idle = configuration.idlePollMinimum
         var failures = 0
-        // Whether the queue may have changed size since this connection's plan of the claim was
-        // made (OutboxStore.claim): after a claim that found nothing, a full one or a slow one,
-        // the next claim is planned at its run; a steady trickle keeps the cached plan.
-        var planning = PostgresQuery.Planning.eachRun
         while !stopping.isSet && !Task.isCancelled {
             let claimed: OutboxStore.ClaimedBatch
             // The leases end `lease` after the claim's now(), which is after this instant.
@@ -62,7 +49,7 @@ final class ClaimLoop: Sendable {
                 claimed = try await store.claim(
                     workerID: configuration.workerID, limit: configuration.batchSize, lease: configuration.lease,
                     merchants: configuration.merchants, excluding: await router.heldMerchants(),
-                    maximumTransitions: configuration.maximumTransitionsMerged, planning: planning)
+                    maximumTransitions: configuration.maximumTransitionsMerged)
                 failures = 0
             } catch {
                 if Task.isCancelled { return }
@@ -76,7 +63,6 @@ final class ClaimLoop: Sendable {
             }
             let claimTook = ContinuousClock.now - claimIssued
             let full = claimed.count >= configuration.batchSize
-            planning = Self.planning(afterClaimOf: claimed.count, batchSize: configuration.batchSize, took: claimTook)
             pushLag?.claimed(commands: claimed.orders.lazy.map(\.commands.count).reduce(0, +), full: full)
             if claimed.count == 0 {
                 // Nothing due: sleep until a wake-up, the next poll or a deferral falls due.
