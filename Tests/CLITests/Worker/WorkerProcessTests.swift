@@ -36,7 +36,7 @@ struct WorkerProcessTests {
             if stepIndex == 1 {
                 // Wait until the worker holds leases, then kill it without warning.
                 let leased = try await waitForLeases(setup)
-                #expect(leased > 0, "the first worker never claimed anything")
+                #expect(leased > 0, "the first worker never claimed anything; its log:\n\(Self.tail(of: first.stderrURL))")
                 kill(first.process.processIdentifier, SIGKILL)
                 // Counted at once: the leases last 2 s, and the advances still to come can take
                 // longer than that on a loaded machine (CI once saw them all expired).
@@ -74,12 +74,21 @@ struct WorkerProcessTests {
         try await setup.shutdown()
     }
 
+    /// The orders the first worker holds leases on, once it holds some; 0 after 30 s without
+    /// (a process starting at the busy start of the full suite has taken more than 5 s).
     private func waitForLeases(_ setup: WorkerProcessSetup) async throws -> Int {
-        for _ in 0..<200 {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
             let leased = try await setup.leasedOrders()
             if leased > 0 { return leased }
             try await Task.sleep(for: .milliseconds(25))
         }
         return 0
+    }
+
+    /// The last lines a process wrote to `url`.
+    private static func tail(of url: URL) -> String {
+        let text = (try? String(contentsOf: url, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").suffix(20).joined(separator: "\n")
     }
 }
