@@ -26,6 +26,15 @@ struct OutboxStore: Sendable {
         var count: Int { orders.count + changed.count + unreadable.count }
     }
 
+    /// The claim's settings (``PostgresQuery/withLocalSettings(_:)``). Its commit does not
+    /// wait for the WAL flush. And it is planned without sequential scans: every row it reads
+    /// has an index to it (the ready index, the primary keys), while the outbox's statistics
+    /// may say it is empty (it was, at the last analyze) when a burst's rows, live or dead,
+    /// fill its pages — and a plan that scans it whole does so once per candidate.
+    static let claimSettings: [(name: StaticString, value: StaticString)] = [
+        ("synchronous_commit", "off"), ("enable_seqscan", "off"),
+    ]
+
     /// Leases up to `limit` orders that have commands due and no live lease, and reads them: each
     /// with its due commands, followers' activities and tokens, and the transitions not every
     /// follower has seen (at most `maximumTransitions` newest, always including the current one).
@@ -57,15 +66,6 @@ struct OutboxStore: Sendable {
     /// `activity_commands` whole for each command once a burst filled it — claims of 100 took
     /// seconds with a few thousand queued — and planning each claim afresh instead costs more
     /// than a small claim runs, on the path of every push.
-    /// The claim's settings (``PostgresQuery/withLocalSettings(_:)``). Its commit does not
-    /// wait for the WAL flush. And it is planned without sequential scans: every row it reads
-    /// has an index to it (the ready index, the primary keys), while the outbox's statistics
-    /// may say it is empty (it was, at the last analyze) when a burst's rows, live or dead,
-    /// fill its pages — and a plan that scans it whole does so once per candidate.
-    static let claimSettings: [(name: StaticString, value: StaticString)] = [
-        ("synchronous_commit", "off"), ("enable_seqscan", "off"),
-    ]
-
     func claim(workerID: String, limit: Int, lease: Duration, merchants: MerchantScope, excluding excluded: [String] = [],
                maximumTransitions: Int) async throws -> ClaimedBatch
     {
