@@ -122,7 +122,7 @@ struct ReliabilityReplicaTests {
                 tokens: setup.tokens.value, pushes: setup.apns.pushes(),
                 notes: [
                     "wrong answers \(wrong.value.count), histories not exactly once \(badHistories.count)",
-                    "revoked key refused by replica 1 after \(DeliveryAudit.format(revocation[0])), replica 2 after \(DeliveryAudit.format(revocation[1]))",
+                    "revoked key last taken for a call sent \(DeliveryAudit.format(revocation[0])) after its revocation by replica 1, \(DeliveryAudit.format(revocation[1])) by replica 2",
                     "event stream: \(received.count) events over \(follower.reconnections.value.count + 1) connections, \(missing.count) missing, \(repeated) repeated",
                     "board session: signed in on replica 1, used and signed out on replica 2",
                     "dead letters \(try await setup.deadLetters())",
