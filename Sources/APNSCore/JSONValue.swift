@@ -111,41 +111,92 @@ extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, Expre
 // MARK: - Codable
 
 extension JSONValue: Codable {
+    /// Decodes whatever JSON value `decoder` holds. Strings first, then numbers and booleans: in
+    /// the objects OrderFlow is sent most members are strings, and under `JSONDecoder` a value
+    /// decodes as exactly one kind, so each kind tried in vain only costs a thrown error.
     public init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if container.decodeNil() {
+        let single = try decoder.singleValueContainer()
+        if single.decodeNil() {
             self = .null
-        } else if let value = try? container.decode(Bool.self) {
-            self = .bool(value)
-        } else if let value = try? container.decode(Int.self) {
-            self = .int(value)
-        } else if let value = try? container.decode(Double.self) {
-            self = .double(value)
-        } else if let value = try? container.decode(String.self) {
+        } else if let value = try? single.decode(String.self) {
             self = .string(value)
-        } else if let value = try? container.decode([JSONValue].self) {
-            self = .array(value)
-        } else if let value = try? container.decode([String: JSONValue].self) {
-            self = .object(value)
+        } else if let value = try? single.decode(Int.self) {
+            self = .int(value)
+        } else if let value = try? single.decode(Double.self) {
+            self = .double(value)
+        } else if let value = try? single.decode(Bool.self) {
+            self = .bool(value)
+        } else if var array = try? decoder.unkeyedContainer() {
+            var values: [JSONValue] = []
+            while !array.isAtEnd { values.append(try array.decode(JSONValue.self)) }
+            self = .array(values)
+        } else if let object = try? decoder.container(keyedBy: MemberKey.self) {
+            var members: [String: JSONValue] = [:]
+            members.reserveCapacity(object.allKeys.count)
+            for key in object.allKeys { members[key.stringValue] = try object.decode(JSONValue.self, forKey: key) }
+            self = .object(members)
         } else {
             throw DecodingError.dataCorruptedError(
-                in: container,
+                in: single,
                 debugDescription: "expected a JSON value (null, bool, number, string, array or object)"
             )
         }
     }
 
+    /// Encodes the value; an object's and an array's scalars go straight into their container,
+    /// without a nested encoder each.
     public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
         switch self {
-        case .null: try container.encodeNil()
-        case .bool(let value): try container.encode(value)
-        case .int(let value): try container.encode(value)
-        case .double(let value): try container.encode(value)
-        case .string(let value): try container.encode(value)
-        case .array(let value): try container.encode(value)
-        case .object(let value): try container.encode(value)
+        case .object(let members):
+            var container = encoder.container(keyedBy: MemberKey.self)
+            for (name, value) in members {
+                let key = MemberKey(name)
+                switch value {
+                case .null: try container.encodeNil(forKey: key)
+                case .bool(let bool): try container.encode(bool, forKey: key)
+                case .int(let int): try container.encode(int, forKey: key)
+                case .double(let double): try container.encode(double, forKey: key)
+                case .string(let string): try container.encode(string, forKey: key)
+                case .array, .object: try container.encode(value, forKey: key)
+                }
+            }
+        case .array(let values):
+            var container = encoder.unkeyedContainer()
+            for value in values {
+                switch value {
+                case .null: try container.encodeNil()
+                case .bool(let bool): try container.encode(bool)
+                case .int(let int): try container.encode(int)
+                case .double(let double): try container.encode(double)
+                case .string(let string): try container.encode(string)
+                case .array, .object: try container.encode(value)
+                }
+            }
+        case .null:
+            var container = encoder.singleValueContainer()
+            try container.encodeNil()
+        case .bool(let value):
+            var container = encoder.singleValueContainer()
+            try container.encode(value)
+        case .int(let value):
+            var container = encoder.singleValueContainer()
+            try container.encode(value)
+        case .double(let value):
+            var container = encoder.singleValueContainer()
+            try container.encode(value)
+        case .string(let value):
+            var container = encoder.singleValueContainer()
+            try container.encode(value)
         }
+    }
+
+    /// An object member's name, whatever it is.
+    private struct MemberKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(_ name: String) { stringValue = name }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
     }
 }
 

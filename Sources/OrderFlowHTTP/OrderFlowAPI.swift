@@ -82,7 +82,7 @@ struct OrderFlowAPI: APIProtocol {
             guard case .json(let body) = input.body else { throw OrderFlowError(.invalidInput, "send the order as application/json") }
             let created = try await engine.createOrder(NewOrder(
                 orderID: body.id, workflow: body.workflow, workflowVersion: body.workflowVersion,
-                attributes: Self.value(body.attributes), input: Self.value(body.input),
+                attributes: try Self.value(body.attributes, "attributes"), input: try Self.value(body.input, "input"),
                 idempotencyKey: input.headers.idempotencyKey, actor: Self.actor))
             let secret = try await engine.clientSecret(forOrder: created.orderID)
             return .created(.init(body: .json(.init(value1: try await order(created, engine), value2: .init(clientSecret: secret)))))
@@ -128,7 +128,7 @@ struct OrderFlowAPI: APIProtocol {
             case (nil, nil): throw OrderFlowError(.invalidInput, "give `to` (a state) or `event` (an event name)")
             }
             let result = try await engine.advance(
-                input.path.id, to: target, input: Self.value(body.input), idempotencyKey: input.headers.idempotencyKey,
+                input.path.id, to: target, input: try Self.value(body.input, "input"), idempotencyKey: input.headers.idempotencyKey,
                 expectedState: body.expectedState, actor: Self.actor)
             if Self.prefersMinimal(input.headers.prefer) { return .noContent(Self.minimalAdvance(result)) }
             return .ok(.init(body: .json(try await advanceResult(result, engine))))
@@ -371,18 +371,22 @@ struct OrderFlowAPI: APIProtocol {
         }
     }
 
-    // The contract's free-form objects are `JSONObjectValue`s (a type override): the engine's
-    // own `JSONValue` members, no conversion.
+    // The contract's free-form objects are the engine's own `JSONValue`s (a type override), which
+    // decode from any JSON: the contract says object, so anything else is refused here.
 
-    static func value(_ object: Components.Schemas.JSONObject?) -> JSONValue {
-        .object(object?.members ?? [:])
+    /// The request's member `name`, an object (an empty one when it is left out).
+    static func value(_ member: Components.Schemas.JSONObject?, _ name: String) throws -> JSONValue {
+        guard let member else { return [:] }
+        guard case .object = member else {
+            throw OrderFlowError(.invalidInput, "`\(name)` must be a JSON object ({…}), not a \(member.typeName); send its fields as an object")
+        }
+        return member
     }
 
+    /// A member the contract declares an object: anything else is the engine's mistake.
     static func object(_ value: JSONValue) throws -> Components.Schemas.JSONObject {
-        guard case .object(let members) = value else {
-            throw OrderFlowError(.invalidInput, "expected a JSON object here")
-        }
-        return JSONObjectValue(members)
+        guard case .object = value else { throw OrderFlowError(.invalidInput, "expected a JSON object here") }
+        return value
     }
 
     private func order(_ snapshot: OrderSnapshot, _ engine: OrderFlowEngine) async throws -> Components.Schemas.Order {

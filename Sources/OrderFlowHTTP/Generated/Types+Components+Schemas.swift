@@ -3,6 +3,7 @@
 import struct Foundation.URL
 import struct Foundation.Data
 import struct Foundation.Date
+import APNSCore
 extension Components {
     /// Types generated from the `#/components/schemas` section of the OpenAPI document.
     internal enum Schemas {
@@ -125,7 +126,7 @@ extension Components {
             }
         }
         /// - Remark: Generated from `#/components/schemas/JSONObject`.
-        internal typealias JSONObject = JSONObjectValue
+        internal typealias JSONObject = JSONValue
         /// - Remark: Generated from `#/components/schemas/WorkflowSummary`.
         internal struct WorkflowSummary: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/WorkflowSummary/name`.

@@ -3,5 +3,6 @@
 import struct Foundation.URL
 import struct Foundation.Data
 import struct Foundation.Date
+import APNSCore
 /// Types generated from the components section of the OpenAPI document.
 internal enum Components {}

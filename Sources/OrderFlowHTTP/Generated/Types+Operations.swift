@@ -3,6 +3,7 @@
 import struct Foundation.URL
 import struct Foundation.Data
 import struct Foundation.Date
+import APNSCore
 /// API operations, with input and output types, generated from `#/paths` in the OpenAPI document.
 internal enum Operations {
     /// Every stored workflow with its newest version.

@@ -3,6 +3,7 @@
 import struct Foundation.URL
 import struct Foundation.Data
 import struct Foundation.Date
+import APNSCore
 /// A type that performs HTTP operations defined by the OpenAPI document.
 internal protocol APIProtocol: Sendable {
     /// Every stored workflow with its newest version.

@@ -32,6 +32,20 @@ struct JSONValueTests {
         #expect(try JSONValue(json: "false") == .bool(false))
     }
 
+    @Test("under JSONDecoder every value decodes as its own kind: a string that reads as a number or a bool stays a string")
+    func decodesEachKindAsItIs() throws {
+        let text = #"{"s12":"12","n12":12,"f":12.5,"e":1e2,"t":true,"st":"true","z":null,"l":[1,"x",[],{},false],"o":{"k":{"j":-1}},"big":18446744073709551616}"#
+        let decoded = try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
+        #expect(decoded == [
+            "s12": "12", "n12": 12, "f": 12.5, "e": 100, "t": true, "st": "true", "z": nil,
+            "l": [1, "x", [], [:], false], "o": ["k": ["j": -1]], "big": 18446744073709551616.0,
+        ])
+        #expect(try JSONDecoder().decode([JSONValue].self, from: Data(#"["a",2,null]"#.utf8)) == ["a", 2, nil])
+        // And back: the encoder writes what the parser reads, kinds kept.
+        let encoded = try JSONEncoder().encode(decoded)
+        #expect(try JSONValue(data: encoded) == decoded)
+    }
+
     @Test func convertsFoundationJSON() throws {
         let object = try JSONSerialization.jsonObject(with: Data(#"{"t":true,"f":false,"one":1,"zero":0,"pi":3.14,"s":"x","n":null,"l":[1,"a"]}"#.utf8))
         #expect(try JSONValue(foundation: object) == [

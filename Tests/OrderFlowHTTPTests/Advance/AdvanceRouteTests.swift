@@ -152,6 +152,18 @@ extension HTTPAPITests {
             textPlain[.contentType] = "text/plain"
             let wrongType = try await call(client, .post, "/v1/orders/1042/advance", headers: textPlain, body: #"{"to": "ready"}"#)
             #expect(wrongType.status.code >= 400 && wrongType.status.code < 500, "\(wrongType.status) \(wrongType.body)")
+            // The contract's objects are refused in any other shape, naming the member.
+            for input in [#""eta=+5m""#, "[1]", "3", "true"] {
+                let notObject = try await call(client, .post, "/v1/orders/1042/advance", headers: harness.headers(), body: #"{"to": "ready", "input": \#(input)}"#)
+                expectProblem(notObject, .badRequest, code: "invalidInput", containing: "`input` must be a JSON object")
+            }
+            for attributes in [#""Luigi's""#, #"["merchantName", "x"]"#] {
+                let created = try await call(client, .post, "/v1/orders", headers: harness.headers(),
+                                             body: #"{"id": "1043", "workflow": "food-order", "attributes": \#(attributes)}"#)
+                expectProblem(created, .badRequest, code: "invalidInput", containing: "`attributes` must be a JSON object")
+            }
+            let list = try await call(client, .get, "/v1/orders/1043", headers: harness.headers(), body: nil)
+            #expect(list.status == .notFound, "no order was made of a refused one: \(list.status) \(list.body)")
             #expect(try await harness.fixture.engine.order("1042").order.state == "in_progress", "nothing refused moved the order")
         }
     }
