@@ -107,10 +107,13 @@ let package = Package(
             ]
         ),
         // The push clients' transport: HTTP/2 on swift-nio-http2's frames, pooled connections to
-        // one host over TLS, for many small POSTs. Knows neither APNs nor FCM.
+        // one host over TLS, for many small POSTs; and the network policy both clients keep
+        // (TLS, and AsyncHTTPClient's settings for their rare other requests). Knows neither
+        // APNs nor FCM.
         .target(
             name: "HTTP2Push",
             dependencies: [
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -340,7 +343,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "FCMTests", dependencies: [
-            "FCM", "LocalFCM", "APNSCore",
+            "FCM", "LocalFCM", "APNSCore", "HTTP2Push",
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "_CryptoExtras", package: "swift-crypto"),
             // Raw requests to the stand-in, for the message formats the client never sends.

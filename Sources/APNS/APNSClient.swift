@@ -54,20 +54,7 @@ public final class APNSClient: Sendable {
         providerTokens: ((APNSSigningKey) -> any APNSProviderTokenSource)? = nil
     ) throws {
         let (signingKey, trustRoots, endpoint) = try configuration.checked()
-        // The same client policy as FCMClient's (TLS 1.2 or later, no redirect followed, no
-        // decompression): change both.
-        var tls = TLSConfiguration.makeClientConfiguration()
-        tls.minimumTLSVersion = .tlsv12
-        if let trustRoots { tls.trustRoots = .certificates(trustRoots) }
-        var httpConfiguration = HTTPClient.Configuration(
-            tlsConfiguration: tls,
-            redirectConfiguration: .disallow,
-            timeout: .init(connect: TimeAmount(configuration.timeouts.connect), read: nil),
-            connectionPool: .init(idleTimeout: TimeAmount(configuration.timeouts.idleConnection)),
-            decompression: .disabled
-        )
-        httpConfiguration.httpVersion = .automatic
-
+        let tls = PushClientPolicy.tls(trustRoots: trustRoots)
         self.configuration = configuration
         self.providerTokens = providerTokens?(signingKey) ?? APNSProviderTokenFactory(
             signingKey: signingKey,
@@ -88,11 +75,9 @@ public final class APNSClient: Sendable {
             idleTimeout: TimeAmount(configuration.timeouts.idleConnection),
             logger: logger
         )
-        self.httpClient = HTTPClient(
-            eventLoopGroup: eventLoopGroup,
-            configuration: httpConfiguration,
-            backgroundActivityLogger: logger
-        )
+        self.httpClient = PushClientPolicy.httpClient(
+            tls: tls, connectTimeout: TimeAmount(configuration.timeouts.connect),
+            idleTimeout: TimeAmount(configuration.timeouts.idleConnection), eventLoopGroup: eventLoopGroup, logger: logger)
     }
 
     /// Closes the connections. Sends after this fail with a transport error. A second call does nothing.

@@ -24,15 +24,12 @@ extension FCMClient {
 
     /// The transport and the path messages are posted to.
     static func makeTransport(
-        configuration: FCMClientConfiguration, eventLoopGroup: any EventLoopGroup, logger: Logger
+        configuration: FCMClientConfiguration, tls: TLSConfiguration, eventLoopGroup: any EventLoopGroup, logger: Logger
     ) throws -> (HTTP2Transport, String) {
         guard let endpoint = HTTP2Transport.Endpoint(url: configuration.baseURL) else {
             throw FCMConfigurationError(
                 message: "The FCM base URL '\(configuration.baseURL)' is not an https:// URL with a host; leave it at \(FCMClientConfiguration.defaultBaseURL).")
         }
-        var tls = TLSConfiguration.makeClientConfiguration()
-        tls.minimumTLSVersion = .tlsv12
-        if let trustRoots = try configuration.checkedTrustRoots() { tls.trustRoots = .certificates(trustRoots) }
         let transport = try HTTP2Transport(
             endpoint: endpoint, tlsConfiguration: tls, connections: Self.connections, eventLoopGroup: eventLoopGroup,
             connectTimeout: TimeAmount(configuration.timeouts.connect), idleTimeout: TimeAmount(configuration.timeouts.idleConnection),

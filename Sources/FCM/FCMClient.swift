@@ -52,30 +52,17 @@ public final class FCMClient: Sendable {
         currentTime: @escaping @Sendable () -> Date = { Date() },
         accessTokens: ((FCMTokenExchange) -> any FCMAccessTokenSource)? = nil
     ) throws {
-        let trustRoots = try configuration.checkedTrustRoots()
-        // The same client policy as APNSClient's (TLS 1.2 or later, no redirect followed, no
-        // decompression): change both. Two copies, as the module FCM and APNS share for the
-        // network (HTTP2Push) has no AsyncHTTPClient, and one for these lines would cost more
-        // than it saves.
-        var tls = TLSConfiguration.makeClientConfiguration()
-        tls.minimumTLSVersion = .tlsv12
-        if let trustRoots { tls.trustRoots = .certificates(trustRoots) }
-        var httpConfiguration = HTTPClient.Configuration(
-            tlsConfiguration: tls,
-            redirectConfiguration: .disallow,
-            timeout: .init(connect: TimeAmount(configuration.timeouts.connect), read: nil),
-            connectionPool: .init(idleTimeout: TimeAmount(configuration.timeouts.idleConnection)),
-            decompression: .disabled
-        )
-        httpConfiguration.httpVersion = .automatic
-        let httpClient = HTTPClient(eventLoopGroup: eventLoopGroup, configuration: httpConfiguration, backgroundActivityLogger: logger)
+        let tls = PushClientPolicy.tls(trustRoots: try configuration.checkedTrustRoots())
+        let httpClient = PushClientPolicy.httpClient(
+            tls: tls, connectTimeout: TimeAmount(configuration.timeouts.connect),
+            idleTimeout: TimeAmount(configuration.timeouts.idleConnection), eventLoopGroup: eventLoopGroup, logger: logger)
         let exchange = FCMTokenExchange(
             serviceAccount: configuration.serviceAccount, httpClient: httpClient, timeout: configuration.timeouts.request)
 
         self.configuration = configuration
         self.httpClient = httpClient
         self.logger = logger
-        (self.transport, self.sendPath) = try Self.makeTransport(configuration: configuration, eventLoopGroup: eventLoopGroup, logger: logger)
+        (self.transport, self.sendPath) = try Self.makeTransport(configuration: configuration, tls: tls, eventLoopGroup: eventLoopGroup, logger: logger)
         self.accessTokens = accessTokens?(exchange) ?? FCMAccessTokenCache(
             refreshMargin: configuration.accessTokenRefreshMargin, currentTime: currentTime,
             fetch: { now, _ in try await exchange.exchange(at: now) })
