@@ -16,29 +16,7 @@ extension OrderFlowAPI {
         var json = AnswerWriter()
         try json.object { json in
             json.key("order")
-            try json.object { json in
-                try json.object("attributes", order.attributes)
-                if let channel = order.channel {
-                    let state = Components.Schemas.BroadcastChannel.StatePayload(rawValue: channel.state.rawValue) ?? .failed
-                    json.key("channel")
-                    json.object { json in
-                        json.string("id", channel.id)
-                        json.string("reason", channel.reason)
-                        json.string("state", state.rawValue)
-                        json.string("storage", channel.storage == .none ? "none" : "latest")
-                    }
-                }
-                try json.object("content", order.content)
-                try json.string("created_at", times.encode(order.createdAt))
-                json.string("id", order.orderID)
-                json.bool("is_final", order.isFinal)
-                json.int("seq", order.seq)
-                json.string("state", order.state)
-                try json.string("state_entered_at", times.encode(order.stateEnteredAt))
-                try json.string("updated_at", times.encode(order.updatedAt))
-                json.string("workflow", order.workflow)
-                json.int("workflow_version", order.workflowVersion)
-            }
+            try json.order(order, times: times)
             json.bool("replayed", result.replayed)
             json.key("transition")
             try json.object { json in
@@ -61,6 +39,65 @@ extension OrderFlowAPI {
     }
 }
 
+extension OrderFlowAPI {
+    /// The contract's `OrderDetails` as JSON bytes, member for member as ``getOrder(_:)`` gives
+    /// it to the generated encoder (an app state outside the contract's enum is left out there
+    /// too).
+    static func orderDetailsBytes(_ order: OrderSnapshot, activities: [ActivityInfo], pendingUpdates: Int) throws -> [UInt8] {
+        let times = ISO8601Transcoder()
+        var json = AnswerWriter()
+        try json.object { json in
+            json.key("activities")
+            try json.array(activities) { json, activity in
+                try json.object { json in
+                    try json.string("app_applied_at", activity.appAppliedAt.map(times.encode))
+                    if let seq = activity.appAppliedSeq { json.int("app_applied_seq", seq) }
+                    try json.string("app_reported_at", activity.appReportedAt.map(times.encode))
+                    json.string("app_state", activity.appState.flatMap(Components.Schemas.Activity.AppStatePayload.init(rawValue:))?.rawValue)
+                    json.string("device", activity.deviceID)
+                    try json.string("last_pushed_at", activity.lastPushedAt.map(times.encode))
+                    json.int("last_seq", activity.lastSeq)
+                    json.string("status", activity.status)
+                    json.string("token_suffix", activity.tokenSuffix)
+                }
+            }
+            json.key("order")
+            try json.order(order, times: times)
+            json.int("pending_updates", pendingUpdates)
+        }
+        return json.bytes
+    }
+}
+
+extension AnswerWriter {
+    /// The contract's `Order` (`order` readable in its workflow).
+    mutating func order(_ order: OrderSnapshot, times: ISO8601Transcoder) throws {
+        try object { json in
+            try json.object("attributes", order.attributes)
+            if let channel = order.channel {
+                let state = Components.Schemas.BroadcastChannel.StatePayload(rawValue: channel.state.rawValue) ?? .failed
+                json.key("channel")
+                json.object { json in
+                    json.string("id", channel.id)
+                    json.string("reason", channel.reason)
+                    json.string("state", state.rawValue)
+                    json.string("storage", channel.storage == .none ? "none" : "latest")
+                }
+            }
+            try json.object("content", order.content)
+            try json.string("created_at", times.encode(order.createdAt))
+            json.string("id", order.orderID)
+            json.bool("is_final", order.isFinal)
+            json.int("seq", order.seq)
+            json.string("state", order.state)
+            try json.string("state_entered_at", times.encode(order.stateEnteredAt))
+            try json.string("updated_at", times.encode(order.updatedAt))
+            json.string("workflow", order.workflow)
+            json.int("workflow_version", order.workflowVersion)
+        }
+    }
+}
+
 /// Writes one JSON document member by member; the caller gives each object's members in the
 /// order they are to appear. An absent optional member is left out, as the generated encoder
 /// leaves out a nil.
@@ -78,6 +115,20 @@ struct AnswerWriter {
         afterValue = false
         try members(&self)
         bytes.append(UInt8(ascii: "}"))
+        afterValue = true
+    }
+
+    /// An array whose elements `element` writes, one call each.
+    mutating func array<Elements: Sequence>(_ elements: Elements, _ element: (inout AnswerWriter, Elements.Element) throws -> Void) rethrows {
+        bytes.append(UInt8(ascii: "["))
+        afterValue = false
+        for item in elements {
+            if afterValue { bytes.append(UInt8(ascii: ",")) }
+            afterValue = false
+            try element(&self, item)
+            afterValue = true
+        }
+        bytes.append(UInt8(ascii: "]"))
         afterValue = true
     }
 

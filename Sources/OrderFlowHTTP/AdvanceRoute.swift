@@ -6,61 +6,6 @@ import OpenAPIRuntime
 import OrderFlow
 import WorkflowKit
 
-/// `POST /v1/orders/{id}/advance`, the call a backend makes for every step of every order:
-/// an ordinary request is read and answered here, anything else by the generated server.
-///
-/// Why by hand: on this route the generated server's Foundation `JSONDecoder` and `JSONEncoder`
-/// and the runtime's conversions around them cost the server more CPU than the engine's own
-/// work for the advance (`orderflow-bench http` shows it). Here the body is read by
-/// the engine's JSON parser and the answer written from `JSONValue`s, the same members the
-/// contract's `AdvanceResult` has (a test compares both answers for the same advances).
-///
-/// "Ordinary" is decided conservatively, so that the two readings can never differ: a JSON
-/// object body without escapes, members only of the contract's `Advance` with the right kinds
-/// (`to` or `event`, not both), input numbers only whole ones, plain-token id, key and
-/// preference (nothing a URI decoding would change), JSON content type and an `Accept` that
-/// takes JSON.
-/// Every other request (and every malformed one) goes to the generated handler unchanged,
-/// which also says what is wrong with it.
-struct AdvanceRoute: ServerTransport {
-    let router: Router<BasicRequestContext>
-    let api: OrderFlowAPI
-
-    static let path = "/v1/orders/{id}/advance"
-
-    func register(
-        _ handler: @escaping @Sendable (HTTPRequest, HTTPBody?, ServerRequestMetadata) async throws -> (HTTPResponse, HTTPBody?),
-        method: HTTPRequest.Method, path: String
-    ) throws {
-        guard method == .post, path == Self.path else {
-            router.register(handler, method: method, path: path)
-            return
-        }
-        router.on(RouterPath(path), method: .post) { [api] request, context in
-            var request = request
-            if let advance = try await OrdinaryAdvance(request: &request, orderID: context.parameters.get("id")) {
-                return await api.advance(advance)
-            }
-            return try await Self.generated(handler, request: request, context: context)
-        }
-    }
-
-    /// The request through the generated handler, converted as swift-openapi-hummingbird's own
-    /// registration converts it.
-    private static func generated(
-        _ handler: @Sendable (HTTPRequest, HTTPBody?, ServerRequestMetadata) async throws -> (HTTPResponse, HTTPBody?),
-        request: Request, context: BasicRequestContext
-    ) async throws -> Response {
-        let length = request.headers[.contentLength].flatMap(Int64.init).map(HTTPBody.Length.known) ?? .unknown
-        let body = HTTPBody(request.body.map { [UInt8](buffer: $0) }, length: length, iterationBehavior: .single)
-        let parameters = [String: Substring](context.parameters.map { (String($0.0), $0.1) }) { first, _ in first }
-        let (response, responseBody) = try await handler(request.head, body, ServerRequestMetadata(pathParameters: parameters))
-        var bytes = ByteBuffer()
-        if let responseBody { bytes = ByteBuffer(bytes: try await [UInt8](collecting: responseBody, upTo: .max)) }
-        return Response(status: response.status, headers: response.headerFields, body: ResponseBody(byteBuffer: bytes))
-    }
-}
-
 /// An advance request both readings (this one and the generated server's) read the same way.
 struct OrdinaryAdvance: Sendable {
     var orderID: String
@@ -70,7 +15,10 @@ struct OrdinaryAdvance: Sendable {
     var idempotencyKey: String?
     var minimal: Bool
 
-    /// Nil for a request that is not ordinary (see ``AdvanceRoute``).
+    /// Nil for a request that is not ordinary (see ``HandRoutes``): a JSON object body without
+    /// escapes, members only of the contract's `Advance` with the right kinds (`to` or `event`, not
+    /// both), input numbers only whole ones, plain-token id, key and preference (nothing a URI
+    /// decoding would change), JSON content type and an `Accept` that takes JSON.
     init?(request: inout Request, orderID: String?) async throws {
         let headers = request.headers
         guard let orderID, Self.isToken(orderID),

@@ -92,18 +92,21 @@ struct OrderFlowAPI: APIProtocol {
     func getOrder(_ input: Operations.GetOrder.Input) async throws -> Operations.GetOrder.Output {
         await respond(Operations.GetOrder.Output.default, access: .order(input.path.id)) { engine in
             let details = try await engine.order(input.path.id)
-            var activities = details.activities
-            if let scope = RequestScope.current, scope.grantedOrder != nil {
-                // The customer's app sees its own device's activity, never the other followers.
-                var own: String?
-                if let credential = scope.deviceCredential { own = try await engine.deviceOfCredential(credential) }
-                activities = activities.filter { $0.deviceID == own }
-            }
+            let activities = try await visibleActivities(details.activities, engine)
             return .ok(.init(body: .json(.init(
                 order: try await order(details.order, engine),
                 activities: activities.map(Self.activity),
                 pendingUpdates: details.pendingCommands))))
         }
+    }
+
+    /// The activities the request's credential may see: all of them for the merchant's key; for
+    /// the customer's app only its own device's, never the other followers'.
+    func visibleActivities(_ activities: [ActivityInfo], _ engine: OrderFlowEngine) async throws -> [ActivityInfo] {
+        guard let scope = RequestScope.current, scope.grantedOrder != nil else { return activities }
+        var own: String?
+        if let credential = scope.deviceCredential { own = try await engine.deviceOfCredential(credential) }
+        return activities.filter { $0.deviceID == own }
     }
 
     func getOrderHistory(_ input: Operations.GetOrderHistory.Input) async throws -> Operations.GetOrderHistory.Output {

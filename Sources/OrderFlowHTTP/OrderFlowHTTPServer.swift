@@ -122,13 +122,14 @@ public final class OrderFlowHTTPServer: Service, Sendable {
         }
     }
 
-    /// The routes, for this server and for tests in process (`advancesByHand: false` sends every
-    /// advance through the generated server, for the tests that compare it with `AdvanceRoute`).
+    /// The routes, for this server and for tests in process (`hotRoutesByHand: false` sends every
+    /// advance and read through the generated server, for the tests that compare it with
+    /// `HandRoutes`).
     static func router(engine: OrderFlowEngine, runsWorker: Bool, workerStatus: (@Sendable () -> String)? = nil,
                        events: EventStreams = EventStreams(),
                        metrics: (registry: PrometheusCollectorRegistry, token: String)? = nil,
                        boardCookie: BoardCookie = BoardCookie(), bodyTimeout: Duration = .seconds(30), logger: Logger,
-                       advancesByHand: Bool = true) throws -> Router<BasicRequestContext> {
+                       hotRoutesByHand: Bool = true) throws -> Router<BasicRequestContext> {
         let router = Router()
         // Outermost: every request is counted and timed (by route, method and status), and
         // logged once with its request id, whatever answers it.
@@ -162,13 +163,13 @@ public final class OrderFlowHTTPServer: Service, Sendable {
         BoardRoutes(engine: engine, cookie: boardCookie).register(on: router)
         let api = OrderFlowAPI(engine: engine, runsWorker: runsWorker, workerStatus: workerStatus, events: events, logger: logger)
         // Compact JSON with its keys sorted (the runtime's default also pretty-prints: more bytes
-        // on the wire and more work per answer, for no client that parses it). The advance
-        // route answers ordinary requests itself (`AdvanceRoute`).
+        // on the wire and more work per answer, for no client that parses it). The hot routes
+        // answer ordinary requests themselves (`HandRoutes`).
         let configuration = Configuration(dateTranscoder: ISO8601Transcoder(), jsonEncodingOptions: [.sortedKeys])
-        if advancesByHand {
-            try api.registerHandlers(on: AdvanceRoute(router: router, api: api), configuration: configuration)
+        if hotRoutesByHand {
+            try api.registerHandlers(on: HandRoutes(router: router, api: api), configuration: configuration)
         } else {
-            // Every advance through the generated server (tests compare the two).
+            // Every request through the generated server (tests compare the two).
             try api.registerHandlers(on: router, configuration: configuration)
         }
         return router

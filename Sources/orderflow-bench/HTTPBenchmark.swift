@@ -11,8 +11,8 @@ import WorkflowKit
 
 /// Advances per second through the HTTP API (`orderflow serve` in a process of its own, called
 /// over keep-alive connections) against the library called in this process, in the same run,
-/// the two taking turns; then the latency of advances sent at a fixed rate, and the server's
-/// memory.
+/// the two taking turns; reads of an order (`GET /v1/orders/{id}` against `engine.order`,
+/// with wrk); then the latency of advances sent at a fixed rate, and the server's memory.
 ///
 /// Both sides use the same number of database connections and the same number of concurrent
 /// callers. The fixed-rate phase schedules each request at its own instant and measures from
@@ -21,7 +21,7 @@ import WorkflowKit
 struct HTTPBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "http",
-        abstract: "Advances/s through `orderflow serve` (full answers and Prefer: return=minimal) vs the library, p50/p99 at a fixed rate, server RSS.",
+        abstract: "Advances/s through `orderflow serve` (full answers and Prefer: return=minimal) vs the library, reads of an order, p50/p99 at a fixed rate, server RSS.",
         discussion: "Example: swift run -c release orderflow-bench http --seconds 10 --rounds 3")
 
     @Option(help: "Seconds of each turn, and of the fixed-rate phase.") var seconds = 10
@@ -162,6 +162,9 @@ struct HTTPBenchmark: AsyncParsableCommand {
             }
         }
         printCPUGoal(cpuPerAdvance, floor: floor)
+        if driver == .wrk {
+            try await measureReads(engine: engine, server: server, port: port, key: key, orders: warm)
+        }
 
         let orders = try await freshOrders(for: .http)
         try await settle(engine.pool)
@@ -207,6 +210,46 @@ struct HTTPBenchmark: AsyncParsableCommand {
             print(String(format: "HTTP floor: a request answered 401 before the engine costs the server %.0f µs (%.2f× the library's advance); "
                          + "an advance costs it %.0f µs beyond that floor (%.2f× the library's)", floor, floor / library, http - floor, (http - floor) / library))
         }
+    }
+
+    /// Reads of the orders the warm-up made: `GET /v1/orders/{id}` by wrk against
+    /// `engine.order(_:)` by as many tasks in this process, one turn each, and the CPU per read
+    /// of the side doing the work (the server's, this process's).
+    private func measureReads(engine: OrderFlowEngine, server: ServerProcess, port: Int, key: String, orders: Range<Int>) async throws {
+        try await settle(engine.pool)
+        var before = CPUUse.now(watching: server.pid)
+        let libraryRate = try await runReads(orders: orders, seconds: seconds) { index in _ = try await engine.order("h-\(index)") }
+        let library = before.flatMap { start in CPUUse.now(watching: server.pid)?.microsecondsPerTransition(since: start, rate: libraryRate).own }
+        try await settle(engine.pool)
+        before = CPUUse.now(watching: server.pid)
+        let httpRate = try await WrkRun(port: port, key: key, connections: connections, seconds: seconds).reads(orders: orders, prefix: "h-")
+        let http = before.flatMap { start in CPUUse.now(watching: server.pid)?.microsecondsPerTransition(since: start, rate: httpRate).other }
+        print(String(format: "reads: http %.0f /s, library %.0f /s (%.2f)", httpRate, libraryRate, httpRate / libraryRate)
+              + (library.flatMap { library in http.map { String(format: "; CPU per read: server %.0f µs, library %.0f µs, %.2f×", $0, library, $0 / library) } } ?? ""))
+    }
+
+    /// Each caller reads its share of the orders in turn, round and round, until time is up.
+    private func runReads(orders: Range<Int>, seconds: Int, _ read: @escaping @Sendable (Int) async throws -> Void) async throws -> Double {
+        let count = Counter()
+        let clock = ContinuousClock()
+        let started = clock.now
+        let deadline = started + .seconds(seconds)
+        let callers = connections
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for caller in 0..<callers {
+                group.addTask {
+                    while true {
+                        for index in stride(from: orders.lowerBound + caller, to: orders.upperBound, by: callers) {
+                            guard clock.now < deadline else { return }
+                            try await read(index)
+                            count.value.add(1, ordering: .relaxed)
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        return Double(count.value.load(ordering: .relaxed)) / (clock.now - started).asSeconds
     }
 
     /// A server with the default order cache (no `--cached-orders`), driven by wrk for one

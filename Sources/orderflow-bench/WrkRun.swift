@@ -40,6 +40,43 @@ struct WrkRun {
         return rate
     }
 
+    /// Reads per second of `GET /v1/orders/{id}`, thread t of n reading the orders first + t,
+    /// first + t + n, … in turn, round and round. Every answer must be a 200.
+    func reads(orders: Range<Int>, prefix: String) async throws -> Double {
+        let script = FileManager.default.temporaryDirectory.appendingPathComponent("orderflow-wrk-\(UUID().uuidString).lua")
+        try Self.readScript.write(to: script, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: script) }
+        let (status, text) = try await wrk([
+            "-s", script.path, "http://127.0.0.1:\(port)", "--", prefix, "\(orders.lowerBound)", "\(orders.upperBound)", "\(threads)", key,
+        ])
+        guard status == 0, let rate = Self.number(after: "Requests/sec:", in: text) else {
+            throw BenchError("wrk (reads) failed (exit \(status)): \(text.suffix(600))")
+        }
+        guard Self.number(after: "Non-2xx or 3xx responses:", in: text) == nil else {
+            throw BenchError("wrk (reads): answers other than 200: \(text.suffix(600))")
+        }
+        return rate
+    }
+
+    static let readScript = """
+        function init(args)
+          prefix, first, last, count = args[1], tonumber(args[2]), tonumber(args[3]), tonumber(args[4])
+          headers = {["Authorization"] = "Bearer " .. args[5]}
+          mine = math.floor((last - first - id - 1) / count) + 1
+          sent = 0
+        end
+        local created = 0
+        function setup(thread)
+          thread:set("id", created)
+          created = created + 1
+        end
+        function request()
+          local slot = sent % mine
+          sent = sent + 1
+          return wrk.format("GET", "/v1/orders/" .. prefix .. (first + id + slot * count), headers)
+        end
+        """
+
     /// Requests per second of `GET /v1/orders` with no credential, which the server answers 401
     /// before any route or the engine runs: what a request costs the server's HTTP layer alone
     /// (reading, routing through the middlewares, a small answer). Every answer must be a 401.

@@ -11,7 +11,7 @@ import WorkflowKit
 
 @testable import OrderFlowHTTP
 
-/// The advance route reads ordinary requests and writes their answers by hand (`AdvanceRoute`);
+/// The advance route reads ordinary requests and writes their answers by hand (`HandRoutes`);
 /// everything else goes to the generated server. These tests hold the two to the same answers.
 extension HTTPAPITests {
     @Test("the advance route's own answers equal the generated server's, member for member, full and minimal")
@@ -21,7 +21,7 @@ extension HTTPAPITests {
         _ = try await harness.fixture.engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("f1-race"), file: "f1-race.yaml")
         let byHand = Application(router: try OrderFlowHTTPServer.router(engine: harness.fixture.engine, runsWorker: false, logger: Logger(label: "test")))
         let generated = Application(router: try OrderFlowHTTPServer.router(
-            engine: harness.fixture.engine, runsWorker: false, logger: Logger(label: "test"), advancesByHand: false))
+            engine: harness.fixture.engine, runsWorker: false, logger: Logger(label: "test"), hotRoutesByHand: false))
         let key = HTTPField.Name("Idempotency-Key")!, prefer = HTTPField.Name("Prefer")!
         // Every step is made through one server and replayed (same key, same body) through the
         // other: a replay answers with the first result, so the two bodies must be equal but for
@@ -174,7 +174,7 @@ extension HTTPAPITests {
         defer { Task { await harness.fixture.shutdown() } }
         for byHand in [true, false] {
             let application = Application(router: try OrderFlowHTTPServer.router(
-                engine: harness.fixture.engine, runsWorker: false, logger: Logger(label: "test"), advancesByHand: byHand))
+                engine: harness.fixture.engine, runsWorker: false, logger: Logger(label: "test"), hotRoutesByHand: byHand))
             try await application.test(.router) { client in
                 let id = byHand ? "a-1" : "a-2"
                 let body = #"{"id": "\#(id)", "workflow": "food-order", "attributes": {"merchantName": "Luigi's", "orderNumber": "1", "itemCount": 1}}"#

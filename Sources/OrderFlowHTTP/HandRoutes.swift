@@ -1,0 +1,87 @@
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import OpenAPIRuntime
+import OrderFlow
+
+/// The hot routes, whose ordinary requests are read and answered here and everything else by
+/// the generated server: `POST /v1/orders/{id}/advance`, the call a backend makes for every step
+/// of every order, and `GET /v1/orders/{id}`, what a customer's app and a backend read most.
+///
+/// Why by hand: on these routes the generated server's Foundation `JSONDecoder` and
+/// `JSONEncoder` and the runtime's conversions around them cost the server more CPU than the
+/// engine's own work for the call (`orderflow-bench http` shows it for the advance). Here an
+/// advance's body is read by the engine's JSON parser, and the answers are written from the
+/// engine's values, the same members the contract's `AdvanceResult` and `OrderDetails` have
+/// (tests compare both servers' answers, refusals included).
+///
+/// "Ordinary" is decided conservatively, so that the two readings can never differ
+/// (``OrdinaryAdvance`` says what for an advance; a read: a plain-token id, nothing a URI
+/// decoding would change, and an `Accept` that takes JSON). Every other request (and every
+/// malformed one) goes to the generated handler unchanged, which also says what is wrong with it.
+struct HandRoutes: ServerTransport {
+    let router: Router<BasicRequestContext>
+    let api: OrderFlowAPI
+
+    static let advancePath = "/v1/orders/{id}/advance"
+    static let orderPath = "/v1/orders/{id}"
+
+    func register(
+        _ handler: @escaping @Sendable (HTTPRequest, HTTPBody?, ServerRequestMetadata) async throws -> (HTTPResponse, HTTPBody?),
+        method: HTTPRequest.Method, path: String
+    ) throws {
+        switch (method, path) {
+        case (.post, Self.advancePath):
+            router.on(RouterPath(path), method: .post) { [api] request, context in
+                var request = request
+                if let advance = try await OrdinaryAdvance(request: &request, orderID: context.parameters.get("id")) {
+                    return await api.advance(advance)
+                }
+                return try await Self.generated(handler, request: request, context: context)
+            }
+        case (.get, Self.orderPath):
+            router.on(RouterPath(path), method: .get) { [api] request, context in
+                if let orderID = context.parameters.get("id"), OrdinaryAdvance.isToken(orderID),
+                   request.headers[.accept].map(OrdinaryAdvance.acceptsJSON) ?? true {
+                    return await api.orderDetails(orderID)
+                }
+                return try await Self.generated(handler, request: request, context: context)
+            }
+        default:
+            router.register(handler, method: method, path: path)
+        }
+    }
+
+    /// The request through the generated handler, converted as swift-openapi-hummingbird's own
+    /// registration converts it.
+    private static func generated(
+        _ handler: @Sendable (HTTPRequest, HTTPBody?, ServerRequestMetadata) async throws -> (HTTPResponse, HTTPBody?),
+        request: Request, context: BasicRequestContext
+    ) async throws -> Response {
+        let length = request.headers[.contentLength].flatMap(Int64.init).map(HTTPBody.Length.known) ?? .unknown
+        let body = HTTPBody(request.body.map { [UInt8](buffer: $0) }, length: length, iterationBehavior: .single)
+        let parameters = [String: Substring](context.parameters.map { (String($0.0), $0.1) }) { first, _ in first }
+        let (response, responseBody) = try await handler(request.head, body, ServerRequestMetadata(pathParameters: parameters))
+        var bytes = ByteBuffer()
+        if let responseBody { bytes = ByteBuffer(bytes: try await [UInt8](collecting: responseBody, upTo: .max)) }
+        return Response(status: response.status, headers: response.headerFields, body: ResponseBody(byteBuffer: bytes))
+    }
+}
+
+extension OrderFlowAPI {
+    /// An ordinary read of an order: what ``getOrder(_:)`` answers, written by hand.
+    func orderDetails(_ orderID: String) async -> Response {
+        let requestID = RequestScope.current?.requestID
+        do {
+            let engine = try scopedEngine(access: .order(orderID))
+            let details = try await engine.order(orderID)
+            let activities = try await visibleActivities(details.activities, engine)
+            let order = details.order.readable(in: try await engine.workflow(of: details.order))
+            let json = try Self.orderDetailsBytes(order, activities: activities, pendingUpdates: details.pendingCommands)
+            return Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
+                            body: ResponseBody(byteBuffer: ByteBuffer(bytes: json)))
+        } catch {
+            return ProblemResponse.response(for: error, requestID: requestID)
+        }
+    }
+}
