@@ -6,10 +6,12 @@ extension OrderFlowEngine {
     public func order(_ orderID: String) async throws -> OrderDetails {
         try await translatingErrors {
             try Self.validateIdentifier(orderID, what: "order id")
-            let snapshot = try await orderSnapshot(orderID)
-            let activities = try await orderStore.activities(orderID: orderID)
-            let pending = try await orderStore.pendingCommands(orderID: orderID)
-            return OrderDetails(order: snapshot, activities: activities, pendingCommands: pending)
+            let rows = try await orderStore.details(orderID: orderID)
+            guard let first = rows.first else { throw Self.orderNotFound(orderID) }
+            let workflow = try await workflows.workflow(named: try first.decode("workflow_name"), version: try first.decode("workflow_version"))
+            let activities = try rows.filter { row in try !row.isNull("device_id") }.map(ActivityInfo.init(row:))
+            return OrderDetails(order: try OrderSnapshot(row: first, finalStates: workflow.finalStates), activities: activities,
+                                pendingCommands: try first.decode("pending", as: Int.self))
         }
     }
 

@@ -215,21 +215,25 @@ struct OrderStore: Sendable {
                 try rows.first?.decode("followed_on_android", as: Bool.self) ?? false)
     }
 
-    /// Each device's activity of the order.
-    func activities(orderID: String) async throws -> [ActivityInfo] {
-        try await pool.query(PostgresQuery("""
-            SELECT a.device_id, a.status, right(a.update_token, 8) AS suffix, a.last_seq, a.last_pushed_at, a.app_state,
-                   a.app_reported_at, a.app_applied_at, a.app_applied_seq
-            FROM activities a WHERE merchant_id = $1 AND order_id = $2 ORDER BY device_id
-            """, merchantID, orderID)).map(ActivityInfo.init(row:))
-    }
-
-    /// Activity commands of the order not handled yet.
-    func pendingCommands(orderID: String) async throws -> Int {
+    /// The order, its devices' activities and its commands not handled yet, in one statement
+    /// (one round trip, one snapshot): a row per activity, by device, each with the order's
+    /// columns (`OrderSnapshot(row:)`) and the count (`pending`); one row with a null
+    /// `device_id` when no device follows it; none when the order does not exist.
+    func details(orderID: String) async throws -> PostgresRows {
         // Planned at each run: the queue empties and fills (OutboxStore.claim says why).
-        try await pool.query(PostgresQuery(
-            "SELECT count(*) AS n FROM activity_commands WHERE merchant_id = $1 AND order_id = $2", merchantID, orderID
-        ).plannedEachRun()).single().decode("n", as: Int.self)
+        try await pool.query(PostgresQuery("""
+            SELECT o.order_id, o.workflow_name, o.workflow_version, o.state, o.seq, o.attributes, o.content, o.created_at,
+                   o.updated_at, o.state_entered_at,
+                   c.state AS channel_state, c.channel_id, c.storage_policy AS channel_storage_policy, c.reason AS channel_reason,
+                   (SELECT count(*) FROM activity_commands ac WHERE ac.merchant_id = o.merchant_id AND ac.order_id = o.order_id) AS pending,
+                   a.device_id, a.status, right(a.update_token, 8) AS suffix, a.last_seq, a.last_pushed_at, a.app_state,
+                   a.app_reported_at, a.app_applied_at, a.app_applied_seq
+            FROM orders o
+            LEFT JOIN order_channels c ON c.merchant_id = o.merchant_id AND c.order_id = o.order_id
+            LEFT JOIN activities a ON a.merchant_id = o.merchant_id AND a.order_id = o.order_id
+            WHERE o.merchant_id = $1 AND o.order_id = $2
+            ORDER BY a.device_id
+            """, merchantID, orderID).plannedEachRun())
     }
 
     /// A page of orders (one more than `limit`, to tell whether another page follows), with

@@ -281,6 +281,34 @@ struct EngineTests {
         await fixture.shutdown()
     }
 
+    @Test("an order's read: the order, each device's activity in device order, the exact count of commands waiting; another merchant's finds nothing")
+    func orderReadIsExact() async throws {
+        let fixture = try await EngineFixture.make()
+        try await fixture.createFoodOrder("r1")
+        try await fixture.createFoodOrder("r2")
+        try await fixture.engine.registerActivityToken(orderID: "r1", deviceID: "b-phone", token: EngineFixture.token(1))
+        try await fixture.engine.follow(orderID: "r1", deviceID: "a-ipad")
+        _ = try await fixture.engine.advance("r1", to: "accept", input: ["eta": "+20m"])
+        func queued(_ orderID: String) async throws -> Int {
+            try await fixture.engine.pool.query(PostgresQuery("SELECT count(*) AS n FROM activity_commands WHERE order_id = $1", orderID))
+                .single().decode("n")
+        }
+        let followed = try await fixture.engine.order("r1")
+        #expect(followed.order.orderID == "r1" && followed.order.state == "in_progress" && followed.order.seq == 2)
+        #expect(followed.activities.map(\.deviceID) == ["a-ipad", "b-phone"])
+        #expect(followed.activities.map(\.status) == ["waiting", "active"])
+        let waiting = try await queued("r1")
+        #expect(followed.pendingCommands == waiting && waiting > 0)
+        let alone = try await fixture.engine.order("r2")
+        #expect(alone.order.orderID == "r2" && alone.activities.isEmpty)
+        let waitingAlone = try await queued("r2")
+        #expect(alone.pendingCommands == waitingAlone)
+        _ = try await fixture.engine.addMerchant("other")
+        await #expect { try await fixture.engine.forMerchant("other").order("r1") } throws: { ($0 as? OrderFlowError)?.code == .notFound }
+        await #expect { try await fixture.engine.order("r3") } throws: { ($0 as? OrderFlowError)?.code == .notFound }
+        await fixture.shutdown()
+    }
+
     @Test func anotherProcessMovingTheOrderIsNoConflictForLaterCalls() async throws {
         // Engine A remembers the order it created; engine B (another process) moves it on.
         let fixture = try await EngineFixture.make()
