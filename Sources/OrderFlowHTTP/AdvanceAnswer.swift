@@ -69,9 +69,19 @@ extension OrderFlowAPI {
     }
 }
 
+extension OrderFlowAPI {
+    /// The contract's `CreatedOrder`: the order (readable in its workflow) and its client secret.
+    static func createdOrderBytes(_ order: OrderSnapshot, clientSecret: String) throws -> [UInt8] {
+        var json = AnswerWriter()
+        try json.order(order, times: ISO8601Transcoder(), clientSecret: clientSecret)
+        return json.bytes
+    }
+}
+
 extension AnswerWriter {
-    /// The contract's `Order` (`order` readable in its workflow).
-    mutating func order(_ order: OrderSnapshot, times: ISO8601Transcoder) throws {
+    /// The contract's `Order` (`order` readable in its workflow); with `clientSecret`, a
+    /// `CreatedOrder`.
+    mutating func order(_ order: OrderSnapshot, times: ISO8601Transcoder, clientSecret: String? = nil) throws {
         try object { json in
             try json.object("attributes", order.attributes)
             if let channel = order.channel {
@@ -84,6 +94,7 @@ extension AnswerWriter {
                     json.string("storage", channel.storage == .none ? "none" : "latest")
                 }
             }
+            json.string("client_secret", clientSecret)
             try json.object("content", order.content)
             try json.string("created_at", times.encode(order.createdAt))
             json.string("id", order.orderID)

@@ -20,22 +20,10 @@ struct OrdinaryAdvance: Sendable {
     /// both), input numbers only whole ones, plain-token id, key and preference (nothing a URI
     /// decoding would change), JSON content type and an `Accept` that takes JSON.
     init?(request: inout Request, orderID: String?) async throws {
-        let headers = request.headers
-        guard let orderID, Self.isToken(orderID),
-              let contentType = headers[.contentType], Self.isJSON(contentType),
-              headers[.accept].map(Self.acceptsJSON) ?? true
-        else { return nil }
-        let key = headers[.idempotencyKey]
-        if let key, !Self.isToken(key) { return nil }
-        let prefer = headers[.prefer]
+        guard let orderID, Self.isToken(orderID) else { return nil }
+        let prefer = request.headers[.prefer]
         if let prefer, prefer.utf8.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) { return nil }
-        // The body was read whole by `RequestBodyLimit`; this returns it.
-        let buffer = try await request.collectBody(upTo: OrderFlowAPI.maximumBodyBytes)
-        guard let parsed = buffer.withUnsafeReadableBytes({ bytes -> JSONValue? in
-            // An escape is where two JSON readers most often part ways (surrogates, `\u0000`).
-            guard !bytes.isEmpty, !bytes.contains(UInt8(ascii: "\\")) else { return nil }
-            return try? JSONValue(parsing: bytes)
-        }), case .object(let members) = parsed else { return nil }
+        guard let (members, key) = try await Self.jsonObjectBody(of: &request) else { return nil }
         var target: String?
         var input: JSONValue = [:]
         var expectedState: String?
@@ -55,6 +43,24 @@ struct OrdinaryAdvance: Sendable {
         self.expectedState = expectedState
         self.idempotencyKey = key
         self.minimal = OrderFlowAPI.prefersMinimal(prefer)
+    }
+
+    /// The members of a JSON request body and its `Idempotency-Key`, when both readings read
+    /// them the same way: a JSON content type, an `Accept` that takes JSON, a plain-token key,
+    /// and a JSON object without escapes; nil otherwise.
+    static func jsonObjectBody(of request: inout Request) async throws -> (members: [String: JSONValue], idempotencyKey: String?)? {
+        let headers = request.headers
+        guard let contentType = headers[.contentType], isJSON(contentType), headers[.accept].map(acceptsJSON) ?? true else { return nil }
+        let key = headers[.idempotencyKey]
+        if let key, !isToken(key) { return nil }
+        // The body was read whole by `RequestBodyLimit`; this returns it.
+        let buffer = try await request.collectBody(upTo: OrderFlowAPI.maximumBodyBytes)
+        guard let parsed = buffer.withUnsafeReadableBytes({ bytes -> JSONValue? in
+            // An escape is where two JSON readers most often part ways (surrogates, `\u0000`).
+            guard !bytes.isEmpty, !bytes.contains(UInt8(ascii: "\\")) else { return nil }
+            return try? JSONValue(parsing: bytes)
+        }), case .object(let members) = parsed else { return nil }
+        return (members, key)
     }
 
     /// Letters, digits and `-._~:` only: what no URI decoding changes.

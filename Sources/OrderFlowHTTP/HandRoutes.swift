@@ -6,17 +6,18 @@ import OrderFlow
 
 /// The hot routes, whose ordinary requests are read and answered here and everything else by
 /// the generated server: `POST /v1/orders/{id}/advance`, the call a backend makes for every step
-/// of every order, and `GET /v1/orders/{id}`, what a customer's app and a backend read most.
+/// of every order, `POST /v1/orders`, the call that begins each, and `GET /v1/orders/{id}`,
+/// what a customer's app and a backend read most.
 ///
 /// Why by hand: on these routes the generated server's Foundation `JSONDecoder` and
 /// `JSONEncoder` and the runtime's conversions around them cost the server more CPU than the
-/// engine's own work for the call (`orderflow-bench http` shows it for the advance). Here an
-/// advance's body is read by the engine's JSON parser, and the answers are written from the
-/// engine's values, the same members the contract's `AdvanceResult` and `OrderDetails` have
-/// (tests compare both servers' answers, refusals included).
+/// engine's own work for the call (`orderflow-bench http` shows it for the advance and the
+/// read). Here a body is read by the engine's JSON parser, and the answers are written from the
+/// engine's values, the same members the contract's `AdvanceResult`, `CreatedOrder` and
+/// `OrderDetails` have (tests compare both servers' answers, refusals included).
 ///
 /// "Ordinary" is decided conservatively, so that the two readings can never differ
-/// (``OrdinaryAdvance`` says what for an advance; a read: a plain-token id, nothing a URI
+/// (``OrdinaryAdvance`` and ``OrdinaryCreate`` say what; a read: a plain-token id, nothing a URI
 /// decoding would change, and an `Accept` that takes JSON). Every other request (and every
 /// malformed one) goes to the generated handler unchanged, which also says what is wrong with it.
 struct HandRoutes: ServerTransport {
@@ -25,6 +26,7 @@ struct HandRoutes: ServerTransport {
 
     static let advancePath = "/v1/orders/{id}/advance"
     static let orderPath = "/v1/orders/{id}"
+    static let ordersPath = "/v1/orders"
 
     func register(
         _ handler: @escaping @Sendable (HTTPRequest, HTTPBody?, ServerRequestMetadata) async throws -> (HTTPResponse, HTTPBody?),
@@ -36,6 +38,14 @@ struct HandRoutes: ServerTransport {
                 var request = request
                 if let advance = try await OrdinaryAdvance(request: &request, orderID: context.parameters.get("id")) {
                     return await api.advance(advance)
+                }
+                return try await Self.generated(handler, request: request, context: context)
+            }
+        case (.post, Self.ordersPath):
+            router.on(RouterPath(path), method: .post) { [api] request, context in
+                var request = request
+                if let create = try await OrdinaryCreate(request: &request) {
+                    return await api.create(create)
                 }
                 return try await Self.generated(handler, request: request, context: context)
             }

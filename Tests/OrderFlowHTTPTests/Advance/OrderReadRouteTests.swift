@@ -95,3 +95,65 @@ extension HTTPAPITests {
         }
     }
 }
+
+/// `POST /v1/orders` reads ordinary requests and writes their answers by hand (`HandRoutes`).
+extension HTTPAPITests {
+    @Test("an order created by hand answers as the generated server: made, replayed through the other, and every refusal")
+    func createAnswersAsTheGeneratedServer() async throws {
+        let harness = try await Harness.make()
+        defer { Task { await harness.fixture.shutdown() } }
+        let engine = harness.fixture.engine
+        _ = try await engine.applyWorkflow(yaml: try EngineFixture.shippedWorkflow("f1-race"), file: "f1-race.yaml")
+        let byHand = Application(router: try OrderFlowHTTPServer.router(engine: engine, runsWorker: false, logger: Logger(label: "test")))
+        let generated = Application(router: try OrderFlowHTTPServer.router(
+            engine: engine, runsWorker: false, logger: Logger(label: "test"), hotRoutesByHand: false))
+        let key = HTTPField.Name("Idempotency-Key")!, requestID = HTTPField.Name("X-Request-ID")!
+        try await byHand.test(.router) { hand in
+            try await generated.test(.router) { machine in
+                // Each order is made through one server and replayed (same key, same body)
+                // through the other, which answers with the order as made: equal bodies.
+                let bodies = [
+                    #"{"id": "c1", "workflow": "food-order", "attributes": {"merchantName": "Luigi's", "orderNumber": "c1", "itemCount": 3}}"#,
+                    #"{"workflow": "food-order", "workflow_version": 1, "id": "c2", "attributes": {"merchantName": "Ana", "orderNumber": "7", "itemCount": 1}, "input": {}}"#,
+                    #"{"id": "monza", "workflow": "f1-race", "attributes": {"raceName": "Italian Grand Prix", "track": "Monza", "totalLaps": 53}}"#,
+                ]
+                for (index, body) in bodies.enumerated() {
+                    let (first, second): (any TestClientProtocol, any TestClientProtocol) = index % 2 == 0 ? (hand, machine) : (machine, hand)
+                    let headers = harness.headers([key: "create-\(index)"])
+                    let made = try await call(first, .post, "/v1/orders", headers: headers, body: body)
+                    let replayed = try await call(second, .post, "/v1/orders", headers: headers, body: body)
+                    #expect(made.status == .created && replayed.status == .created, "\(index): \(made.body) / \(replayed.body)")
+                    #expect(made.headers[.contentType] == replayed.headers[.contentType])
+                    #expect(try JSONValue(parsing: Array(made.body.utf8)) == JSONValue(parsing: Array(replayed.body.utf8)), "\(index):\n\(made.body)\n\(replayed.body)")
+                }
+                let made = try JSONValue(parsing: Array(try await call(hand, .post, "/v1/orders", headers: harness.headers([key: "create-0"]), body: bodies[0]).body.utf8))
+                #expect(made["client_secret"]?.stringValue == (try await engine.clientSecret(forOrder: "c1")))
+                #expect(made["state"] == "received" && made["seq"] == 1 && made["attributes"]?["itemCount"] == 3, "\(made)")
+                #expect(try await engine.order("monza").order.channel != nil, "the broadcast order made by hand has its channel")
+
+                // Refusals: the same status and problem from both, and nothing made.
+                var app = harness.headers([requestID: "same"], key: made["client_secret"]?.stringValue)
+                app[key] = nil
+                let refusals: [(String, HTTPFields, HTTPResponse.Status)] = [
+                    (#"{"id": "r1", "workflow": "nope", "attributes": {}}"#, harness.headers([requestID: "same"]), .notFound),
+                    (#"{"id": "r1", "workflow": "food-order", "attributes": {"merchantName": "x"}}"#, harness.headers([requestID: "same"]), .badRequest),
+                    (#"{"id": "r1", "workflow": "food-order", "workflow_version": 99, "attributes": {}}"#, harness.headers([requestID: "same"]), .notFound),
+                    (#"{"id": "has space", "workflow": "food-order", "attributes": {}}"#, harness.headers([requestID: "same"]), .badRequest),
+                    (bodies[0], harness.headers([requestID: "same"]), .conflict),
+                    (bodies[1], harness.headers([requestID: "same", key: "create-0"]), .conflict),
+                    (#"{"id": "r1", "workflow": "food-order", "attributes": {"merchantName": "x", "orderNumber": "1", "itemCount": 1.5}}"#,
+                     harness.headers([requestID: "same"]), .badRequest),
+                    (#"{"id": "r1", "workflow": "food-order", "note": "x"}"#, harness.headers([requestID: "same"]), .badRequest),
+                    (#"{"id": "r1", "workflow": "food-order", "attributes": {"merchantName": "x", "orderNumber": "1", "itemCount": 1}}"#, app, .forbidden),
+                ]
+                for (body, headers, status) in refusals {
+                    let mine = try await call(hand, .post, "/v1/orders", headers: headers, body: body)
+                    let theirs = try await call(machine, .post, "/v1/orders", headers: headers, body: body)
+                    #expect(mine.status == status && theirs.status == status, "\(body): \(mine.status) \(mine.body) / \(theirs.status) \(theirs.body)")
+                    #expect(try JSONValue(parsing: Array(mine.body.utf8)) == JSONValue(parsing: Array(theirs.body.utf8)), "\(mine.body)\n\(theirs.body)")
+                }
+                await #expect { try await engine.order("r1") } throws: { ($0 as? OrderFlowError)?.code == .notFound }
+            }
+        }
+    }
+}
