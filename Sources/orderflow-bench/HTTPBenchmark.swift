@@ -11,8 +11,9 @@ import WorkflowKit
 
 /// Advances per second through the HTTP API (`orderflow serve` in a process of its own, called
 /// over keep-alive connections) against the library called in this process, in the same run,
-/// the two taking turns; reads of an order (`GET /v1/orders/{id}` against `engine.order`,
-/// with wrk); then the latency of advances sent at a fixed rate, and the server's memory.
+/// the two taking turns; the CPU per order created on each side (each creates the orders of its
+/// turns); reads of an order (`GET /v1/orders/{id}` against `engine.order`, with wrk); then the
+/// latency of advances sent at a fixed rate, and the server's memory.
 ///
 /// Both sides use the same number of database connections and the same number of concurrent
 /// callers. The fixed-rate phase schedules each request at its own instant and measures from
@@ -90,13 +91,22 @@ struct HTTPBenchmark: AsyncParsableCommand {
         let caller = Caller(client: client, base: "http://127.0.0.1:\(port)", key: key)
 
         var nextOrder = 0
+        // CPU per order created, of the side doing the work (as for advances).
+        var cpuPerCreate: (library: [Double], http: [Double]) = ([], [])
         func freshOrders(for side: Side) async throws -> Range<Int> {
             let orders = nextOrder..<(nextOrder + ordersPerTurn)
             nextOrder = orders.upperBound
+            let cpuBefore = CPUUse.now(watching: server.pid)
+            let started = ContinuousClock.now
             if side == .library {
                 try await createOrders(engine: engine, orders: orders)
             } else {
                 try await caller.createOrders(orders, prefix: "h-", concurrency: connections)
+            }
+            let rate = Double(orders.count) / (ContinuousClock.now - started).asSeconds
+            if let cpuBefore, let cpuAfter = CPUUse.now(watching: server.pid) {
+                let perCreate = cpuAfter.microsecondsPerTransition(since: cpuBefore, rate: rate)
+                if side == .library { cpuPerCreate.library.append(perCreate.own) } else { cpuPerCreate.http.append(perCreate.other) }
             }
             return orders
         }
@@ -162,6 +172,11 @@ struct HTTPBenchmark: AsyncParsableCommand {
             }
         }
         printCPUGoal(cpuPerAdvance, floor: floor)
+        if !cpuPerCreate.library.isEmpty, !cpuPerCreate.http.isEmpty {
+            let library = cpuPerCreate.library.reduce(0, +) / Double(cpuPerCreate.library.count)
+            let http = cpuPerCreate.http.reduce(0, +) / Double(cpuPerCreate.http.count)
+            print(String(format: "creates: CPU per order created: server %.0f µs, library %.0f µs, %.2f×", http, library, http / library))
+        }
         if driver == .wrk {
             try await measureReads(engine: engine, server: server, port: port, key: key, orders: warm)
         }
@@ -218,7 +233,9 @@ struct HTTPBenchmark: AsyncParsableCommand {
     private func measureReads(engine: OrderFlowEngine, server: ServerProcess, port: Int, key: String, orders: Range<Int>) async throws {
         try await settle(engine.pool)
         var before = CPUUse.now(watching: server.pid)
-        let libraryRate = try await runReads(orders: orders, seconds: seconds) { index in _ = try await engine.order("h-\(index)") }
+        let libraryRate = try await runTurn(orders: orders, seconds: seconds, steps: 1, roundAndRound: true) { index, _ in
+            _ = try await engine.order("h-\(index)")
+        }
         let library = before.flatMap { start in CPUUse.now(watching: server.pid)?.microsecondsPerTransition(since: start, rate: libraryRate).own }
         try await settle(engine.pool)
         before = CPUUse.now(watching: server.pid)
@@ -226,30 +243,6 @@ struct HTTPBenchmark: AsyncParsableCommand {
         let http = before.flatMap { start in CPUUse.now(watching: server.pid)?.microsecondsPerTransition(since: start, rate: httpRate).other }
         print(String(format: "reads: http %.0f /s, library %.0f /s (%.2f)", httpRate, libraryRate, httpRate / libraryRate)
               + (library.flatMap { library in http.map { String(format: "; CPU per read: server %.0f µs, library %.0f µs, %.2f×", $0, library, $0 / library) } } ?? ""))
-    }
-
-    /// Each caller reads its share of the orders in turn, round and round, until time is up.
-    private func runReads(orders: Range<Int>, seconds: Int, _ read: @escaping @Sendable (Int) async throws -> Void) async throws -> Double {
-        let count = Counter()
-        let clock = ContinuousClock()
-        let started = clock.now
-        let deadline = started + .seconds(seconds)
-        let callers = connections
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for caller in 0..<callers {
-                group.addTask {
-                    while true {
-                        for index in stride(from: orders.lowerBound + caller, to: orders.upperBound, by: callers) {
-                            guard clock.now < deadline else { return }
-                            try await read(index)
-                            count.value.add(1, ordering: .relaxed)
-                        }
-                    }
-                }
-            }
-            try await group.waitForAll()
-        }
-        return Double(count.value.load(ordering: .relaxed)) / (clock.now - started).asSeconds
     }
 
     /// A server with the default order cache (no `--cached-orders`), driven by wrk for one
@@ -274,8 +267,10 @@ struct HTTPBenchmark: AsyncParsableCommand {
         try await createFoodOrders(engine: engine, prefix: "h-", range: orders, tasks: 8)
     }
 
-    /// Each caller walks its share of the orders through the four steps until time is up.
-    private func runTurn(orders: Range<Int>, seconds: Int, _ advance: @escaping @Sendable (Int, Int) async throws -> Void) async throws -> Double {
+    /// Each caller walks its share of the orders through the `steps` (the workflow's four) until
+    /// time is up, or its orders run out; with `roundAndRound`, starting again at its first.
+    private func runTurn(orders: Range<Int>, seconds: Int, steps: Int = Self.steps.count, roundAndRound: Bool = false,
+                         _ call: @escaping @Sendable (Int, Int) async throws -> Void) async throws -> Double {
         let count = Counter()
         let clock = ContinuousClock()
         let started = clock.now
@@ -284,13 +279,15 @@ struct HTTPBenchmark: AsyncParsableCommand {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for caller in 0..<callers {
                 group.addTask {
-                    for index in stride(from: orders.lowerBound + caller, to: orders.upperBound, by: callers) {
-                        for step in 0..<Self.steps.count {
-                            guard clock.now < deadline else { return }
-                            try await advance(index, step)
-                            count.value.add(1, ordering: .relaxed)
+                    repeat {
+                        for index in stride(from: orders.lowerBound + caller, to: orders.upperBound, by: callers) {
+                            for step in 0..<steps {
+                                guard clock.now < deadline else { return }
+                                try await call(index, step)
+                                count.value.add(1, ordering: .relaxed)
+                            }
                         }
-                    }
+                    } while roundAndRound && clock.now < deadline
                 }
             }
             try await group.waitForAll()
