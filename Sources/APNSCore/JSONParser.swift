@@ -4,9 +4,12 @@
 /// and ``JSONValue/double(_:)``), which `JSONDecoder` cannot tell through `Decodable`, and it
 /// serves the engine, the CLI and the local APNs stand-in alike.
 extension JSONValue {
-    /// Parses JSON text given as UTF-8 bytes.
-    public init<Bytes: Collection>(parsing bytes: Bytes) throws(ParseError) where Bytes.Element == UInt8 {
-        var parser = Parser(bytes: Array(bytes))
+    /// Parses JSON text given as UTF-8 bytes. A name given twice in one object keeps its last
+    /// value, unless `refusingDuplicateNames`: then the text is refused (readers disagree on
+    /// which value counts; Foundation's `JSONDecoder` keeps the first).
+    public init<Bytes: Collection>(parsing bytes: Bytes, refusingDuplicateNames: Bool = false) throws(ParseError)
+    where Bytes.Element == UInt8 {
+        var parser = Parser(bytes: Array(bytes), refusesDuplicateNames: refusingDuplicateNames)
         do {
             self = try parser.parseDocument()
         } catch let error as ParseError {
@@ -25,11 +28,13 @@ extension JSONValue {
 
     private struct Parser {
         let bytes: [UInt8]
+        let refusesDuplicateNames: Bool
         var index = 0
         var depth = 0
 
-        init(bytes: [UInt8]) {
+        init(bytes: [UInt8], refusesDuplicateNames: Bool) {
             self.bytes = bytes
+            self.refusesDuplicateNames = refusesDuplicateNames
         }
 
         mutating func parseDocument() throws -> JSONValue {
@@ -103,7 +108,11 @@ extension JSONValue {
                     throw self.error("expected ':'")
                 }
                 self.index += 1
-                members[key] = try self.parseValue()
+                let start = self.index
+                if members.updateValue(try self.parseValue(), forKey: key) != nil, self.refusesDuplicateNames {
+                    self.index = start
+                    throw self.error("the name \"\(key)\" is given twice in one object")
+                }
                 self.skipWhitespace()
                 guard self.index < self.bytes.count else { throw self.error("unexpected end of text") }
                 switch self.bytes[self.index] {

@@ -47,7 +47,7 @@ struct OrdinaryAdvance: Sendable {
 
     /// The members of a JSON request body and its `Idempotency-Key`, when both readings read
     /// them the same way: a JSON content type, an `Accept` that takes JSON, a plain-token key,
-    /// and a JSON object without escapes; nil otherwise.
+    /// and a JSON object without escapes or a name given twice; nil otherwise.
     static func jsonObjectBody(of request: inout Request) async throws -> (members: [String: JSONValue], idempotencyKey: String?)? {
         let headers = request.headers
         guard let contentType = headers[.contentType], isJSON(contentType), headers[.accept].map(acceptsJSON) ?? true else { return nil }
@@ -56,9 +56,10 @@ struct OrdinaryAdvance: Sendable {
         // The body was read whole by `RequestBodyLimit`; this returns it.
         let buffer = try await request.collectBody(upTo: OrderFlowAPI.maximumBodyBytes)
         guard let parsed = buffer.withUnsafeReadableBytes({ bytes -> JSONValue? in
-            // An escape is where two JSON readers most often part ways (surrogates, `\u0000`).
+            // An escape and a name given twice are where two JSON readers most often part ways
+            // (surrogates, `\u0000`; the generated server's decoder keeps a name's first value).
             guard !bytes.isEmpty, !bytes.contains(UInt8(ascii: "\\")) else { return nil }
-            return try? JSONValue(parsing: bytes)
+            return try? JSONValue(parsing: bytes, refusingDuplicateNames: true)
         }), case .object(let members) = parsed else { return nil }
         return (members, key)
     }

@@ -46,6 +46,16 @@ struct JSONValueTests {
         #expect(try JSONValue(data: encoded) == decoded)
     }
 
+    @Test("a name given twice keeps its last value, or is refused when asked")
+    func duplicateNames() throws {
+        #expect(try JSONValue(parsing: Array(#"{"a":1,"a":2}"#.utf8)) == ["a": 2])
+        for text in [#"{"a":1,"a":2}"#, #"{"x":[{"b":true,"b":true}]}"#] {
+            #expect(throws: JSONValue.ParseError.self) { try JSONValue(parsing: Array(text.utf8), refusingDuplicateNames: true) }
+        }
+        #expect(try JSONValue(parsing: Array(#"{"a":{"a":1},"b":[{"a":2},{"a":3}]}"#.utf8), refusingDuplicateNames: true)
+                == ["a": ["a": 1], "b": [["a": 2], ["a": 3]]])
+    }
+
     @Test func convertsFoundationJSON() throws {
         let object = try JSONSerialization.jsonObject(with: Data(#"{"t":true,"f":false,"one":1,"zero":0,"pi":3.14,"s":"x","n":null,"l":[1,"a"]}"#.utf8))
         #expect(try JSONValue(foundation: object) == [

@@ -121,6 +121,8 @@ extension HTTPAPITests {
             (#"{"to": "ready", "input": {"eta": 1.5}}"#, [:], "a fraction"),
             (#"{"to": "ready", "input": {"n": 1e2}}"#, [:], "an exponent"),
             (#"{"to": "ready", "input": []}"#, [:], "input not an object"),
+            (#"{"to": "ready", "to": "in_progress"}"#, [:], "a name twice"),
+            (#"{"to": "ready", "input": {"eta": "+5m", "eta": "+6m"}}"#, [:], "an input's name twice"),
             (#"["ready"]"#, [:], "not an object"),
             (#"{"to": "ready""#, [:], "malformed"),
             ("", [:], "empty"),
@@ -135,6 +137,20 @@ extension HTTPAPITests {
             #expect(try await ordinary(body, headers: headers) == nil, "\(what): \(body)")
         }
         #expect(try await ordinary(#"{"to": "ready"}"#, id: "a%2Fb") == nil, "a percent-encoded id")
+        // Creates likewise: a name given twice is read by the generated server (its decoder
+        // keeps the first value, the engine's parser would keep the last).
+        func ordinaryCreate(_ body: String) async throws -> OrdinaryCreate? {
+            var request = Request(
+                head: HTTPRequest(method: .post, scheme: "http", authority: "localhost", path: "/v1/orders",
+                                  headerFields: [.contentType: "application/json"]),
+                body: RequestBody(buffer: ByteBuffer(string: body)))
+            return try await OrdinaryCreate(request: &request)
+        }
+        let create = try #require(try await ordinaryCreate(#"{"id": "d1", "workflow": "food-order", "attributes": {"itemCount": 2}}"#))
+        #expect(create.order.orderID == "d1" && create.order.workflow == "food-order" && create.order.attributes == ["itemCount": 2])
+        #expect(try await ordinaryCreate(#"{"id": "d1", "id": "d2", "workflow": "food-order"}"#) == nil)
+        #expect(try await ordinaryCreate(#"{"id": "d1", "workflow": "food-order", "attributes": {"n": 1, "n": 2}}"#) == nil)
+        #expect(try await ordinaryCreate(#"{"workflow": "food-order"}"#) == nil, "no id")
 
         // And the generated server answers them as before.
         let harness = try await Harness.make()
