@@ -328,6 +328,12 @@ extension OrderFlowEngine {
     func orderSnapshot(_ orderID: String, workflow: Workflow? = nil) async throws -> OrderSnapshot {
         let row = try await orderStore.snapshotRow(orderID: orderID)
         guard let row else { throw Self.orderNotFound(orderID) }
+        return try await orderSnapshot(row: row, workflow: workflow)
+    }
+
+    /// The snapshot in a row with the order's columns, its final states from `workflow` or the
+    /// version the row names.
+    func orderSnapshot(row: PostgresRow, workflow: Workflow? = nil) async throws -> OrderSnapshot {
         let resolved: Workflow
         if let workflow {
             resolved = workflow

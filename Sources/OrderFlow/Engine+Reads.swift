@@ -8,9 +8,8 @@ extension OrderFlowEngine {
             try Self.validateIdentifier(orderID, what: "order id")
             let rows = try await orderStore.details(orderID: orderID)
             guard let first = rows.first else { throw Self.orderNotFound(orderID) }
-            let workflow = try await workflows.workflow(named: try first.decode("workflow_name"), version: try first.decode("workflow_version"))
             let activities = try rows.filter { row in try !row.isNull("device_id") }.map(ActivityInfo.init(row:))
-            return OrderDetails(order: try OrderSnapshot(row: first, finalStates: workflow.finalStates), activities: activities,
+            return OrderDetails(order: try await orderSnapshot(row: first), activities: activities,
                                 pendingCommands: try first.decode("pending", as: Int.self))
         }
     }

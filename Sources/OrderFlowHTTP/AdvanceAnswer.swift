@@ -177,9 +177,8 @@ struct AnswerWriter {
         afterValue = true
     }
 
-    /// A member the contract declares an object: anything else is the engine's mistake.
+    /// A member the contract declares an object (``OrderFlowAPI/object(_:)`` checks it).
     mutating func object(_ name: StaticString, _ value: JSONValue) throws {
-        guard case .object = value else { throw OrderFlowError(.invalidInput, "expected a JSON object here") }
-        self.value(name, value)
+        self.value(name, try OrderFlowAPI.object(value))
     }
 }

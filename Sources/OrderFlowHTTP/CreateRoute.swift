@@ -13,7 +13,7 @@ struct OrdinaryCreate: Sendable {
     /// `workflow` given), numbers in `attributes` and `input` only whole ones, a plain-token
     /// key, JSON content type and an `Accept` that takes JSON.
     init?(request: inout Request) async throws {
-        guard let (members, key) = try await OrdinaryAdvance.jsonObjectBody(of: &request) else { return nil }
+        guard let (members, key) = try await HandRoutes.jsonObjectBody(of: &request) else { return nil }
         var orderID: String?, workflow: String?, version: Int?
         var attributes: JSONValue = [:], input: JSONValue = [:]
         for (name, value) in members {
@@ -21,8 +21,8 @@ struct OrdinaryCreate: Sendable {
             case ("id", .string(let id)): orderID = id
             case ("workflow", .string(let name)): workflow = name
             case ("workflow_version", .int(let number)): version = number
-            case ("attributes", .object) where OrdinaryAdvance.hasOnlyWholeNumbers(value): attributes = value
-            case ("input", .object) where OrdinaryAdvance.hasOnlyWholeNumbers(value): input = value
+            case ("attributes", .object) where HandRoutes.hasOnlyWholeNumbers(value): attributes = value
+            case ("input", .object) where HandRoutes.hasOnlyWholeNumbers(value): input = value
             default: return nil
             }
         }

@@ -1,3 +1,4 @@
+import APNSCore
 import HTTPTypes
 import Hummingbird
 import NIOCore
@@ -11,8 +12,7 @@ import OrderFlow
 ///
 /// Why by hand: on these routes the generated server's Foundation `JSONDecoder` and
 /// `JSONEncoder` and the runtime's conversions around them cost the server more CPU than the
-/// engine's own work for the call (`orderflow-bench http` shows it for the advance and the
-/// read). Here a body is read by the engine's JSON parser, and the answers are written from the
+/// engine's own work for the call (`orderflow-bench http` measures all three). Here a body is read by the engine's JSON parser, and the answers are written from the
 /// engine's values, the same members the contract's `AdvanceResult`, `CreatedOrder` and
 /// `OrderDetails` have (tests compare both servers' answers, refusals included).
 ///
@@ -51,8 +51,8 @@ struct HandRoutes: ServerTransport {
             }
         case (.get, Self.orderPath):
             router.on(RouterPath(path), method: .get) { [api] request, context in
-                if let orderID = context.parameters.get("id"), OrdinaryAdvance.isToken(orderID),
-                   request.headers[.accept].map(OrdinaryAdvance.acceptsJSON) ?? true {
+                if let orderID = context.parameters.get("id"), Self.isToken(orderID),
+                   request.headers[.accept].map(Self.acceptsJSON) ?? true {
                     return await api.orderDetails(orderID)
                 }
                 return try await Self.generated(handler, request: request, context: context)
@@ -75,6 +75,65 @@ struct HandRoutes: ServerTransport {
         var bytes = ByteBuffer()
         if let responseBody { bytes = ByteBuffer(bytes: try await [UInt8](collecting: responseBody, upTo: .max)) }
         return Response(status: response.status, headers: response.headerFields, body: ResponseBody(byteBuffer: bytes))
+    }
+}
+
+// What the three routes check before they read a request by hand.
+extension HandRoutes {
+    /// The members of a JSON request body and its `Idempotency-Key`, when both readings read
+    /// them the same way: a JSON content type, an `Accept` that takes JSON, a plain-token key,
+    /// and a JSON object without escapes or a name given twice; nil otherwise.
+    static func jsonObjectBody(of request: inout Request) async throws -> (members: [String: JSONValue], idempotencyKey: String?)? {
+        let headers = request.headers
+        guard let contentType = headers[.contentType], isJSON(contentType), headers[.accept].map(acceptsJSON) ?? true else { return nil }
+        let key = headers[.idempotencyKey]
+        if let key, !isToken(key) { return nil }
+        // The body was read whole by `RequestBodyLimit`; this returns it.
+        let buffer = try await request.collectBody(upTo: OrderFlowAPI.maximumBodyBytes)
+        guard let parsed = buffer.withUnsafeReadableBytes({ bytes -> JSONValue? in
+            // An escape and a name given twice are where two JSON readers most often part ways
+            // (surrogates, `\u0000`; the generated server's decoder keeps a name's first value).
+            guard !bytes.isEmpty, !bytes.contains(UInt8(ascii: "\\")) else { return nil }
+            return try? JSONValue(parsing: bytes, refusingDuplicateNames: true)
+        }), case .object(let members) = parsed else { return nil }
+        return (members, key)
+    }
+
+    /// Letters, digits and `-._~:` only: what no URI decoding changes.
+    static func isToken(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy { byte in
+            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_")
+                || byte == UInt8(ascii: "~") || byte == UInt8(ascii: ":")
+        }
+    }
+
+    static func isJSON(_ contentType: String) -> Bool {
+        let lowered = contentType.lowercased()
+        return lowered == "application/json" || lowered == "application/json; charset=utf-8"
+    }
+
+    /// Whether one of `accept`'s media ranges (parameters aside, as the generated server reads
+    /// it) takes `application/json`: axios, for one, sends `application/json, text/plain, */*`.
+    static func acceptsJSON(_ accept: String) -> Bool {
+        // In order, as the generated server looks: a malformed range before a match it refuses.
+        for range in AcceptHeader.mediaRanges(of: accept) {
+            if range == "*/*" || range == "application/*" || range == "application/json" { return true }
+            let parts = range.split(separator: "/", omittingEmptySubsequences: false)
+            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else { return false }
+        }
+        return false
+    }
+
+    /// Whether every number in `value` is a whole one (`JSONDecoder` and the engine's parser
+    /// may tell `1.0` or `1e2` apart differently).
+    static func hasOnlyWholeNumbers(_ value: JSONValue) -> Bool {
+        switch value {
+        case .double: false
+        case .array(let values): values.allSatisfy(hasOnlyWholeNumbers)
+        case .object(let members): members.values.allSatisfy(hasOnlyWholeNumbers)
+        case .null, .bool, .int, .string: true
+        }
     }
 }
 
