@@ -20,7 +20,7 @@ struct DeliveryBenchmark: AsyncParsableCommand {
         discussion: """
             1. worker drain (unless --worker-orders 0): N orders, each followed by a device with an \
             activity token and advanced once while no worker runs; then one worker (in process, \
-            batch 100 × 4 lanes) is started and timed until activity_commands is empty. Before and \
+            batch 100 × --lanes claim loops, the worker's default 4) is started and timed until activity_commands is empty. Before and \
             after it, the raw limit on the same database: pgbench, 8 clients, running one advance's \
             writes as one statement (as the advance benchmark's raw side) for --raw-seconds; the \
             drain's pushes/s is reported against the mean of the two.
@@ -44,6 +44,9 @@ struct DeliveryBenchmark: AsyncParsableCommand {
     @Option(help: "Requests in flight at once, for both senders.") var concurrency = 200
     @Option(help: "HTTP/2 connections our client opens (APNSClientConfiguration.connections).") var connections = 2
     @Option(help: "Orders queued for the worker drain measurement (0 to skip it).") var workerOrders = 10_000
+    @Option(help: "Claim loops of the draining worker (its concurrentBatches; default: the worker's).") var lanes: Int?
+    @Option(help: "Milliseconds the stand-in waits before answering each of the drain's pushes (APNs across the internet answers in tens; default 0).")
+    var apnsDelay = 0
     @Option(help: "Seconds of each pgbench turn of the raw limit, before and after the drain (0: no raw limit).") var rawSeconds = 5
     @Option(help: "FCM messages each FCM sender sends (after a warm-up of 1000); 0 skips the FCM senders.") var fcmMessages = 20_000
     @Option(help: "pyfcm's concurrency: threads (or messages a batch with --fcm-peer-mode async).") var fcmPeerThreads = 16
@@ -59,6 +62,8 @@ struct DeliveryBenchmark: AsyncParsableCommand {
         }
         guard ["threads", "async"].contains(fcmPeerMode) else { throw BenchError("--fcm-peer-mode is threads or async") }
         guard rawSeconds >= 0 else { throw BenchError("--raw-seconds must be 0 or more") }
+        if let lanes, lanes < 1 { throw BenchError("--lanes must be 1 or more") }
+        guard apnsDelay >= 0 else { throw BenchError("--apns-delay must be 0 or more") }
         var logger = Logger(label: "orderflow.bench")
         logger.logLevel = .warning
 
@@ -281,9 +286,11 @@ struct DeliveryBenchmark: AsyncParsableCommand {
             try await settle(engine.pool)
             let depth = try await queueDepth(engine.pool)
             // The host's own engine stays idle: the worker drains what the engine above queued.
-            let host = try OrderFlowHost(
-                configuration: apns.hostConfiguration(database: bench.configuration, connections: 2, workerID: "bench-delivery"),
-                logger: logger)
+            var configuration = apns.hostConfiguration(database: bench.configuration, connections: 2, workerID: "bench-delivery")
+            if let lanes { configuration.worker.concurrentBatches = lanes }
+            if apnsDelay > 0 { apns.server.setResponseDelay(.milliseconds(apnsDelay)) }
+            print("worker drain: \(configuration.worker.concurrentBatches) lanes of \(configuration.worker.batchSize) orders; pushes answered after \(apnsDelay) ms")
+            let host = try OrderFlowHost(configuration: configuration, logger: logger)
             let clock = ContinuousClock()
             let statementsBefore = await StatementTime.read(engine.pool)
             let start = clock.now
