@@ -59,6 +59,11 @@ struct HostOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Pushes in flight at once per batch (default 64).", valueName: "n"))
     var concurrency: Int = 64
 
+    @Option(help: ArgumentHelp(
+        "Batches claimed and sent side by side: more keep pushes flowing while APNs answers slowly, and make each claim dearer for the database.",
+        valueName: "n"))
+    var claimLoops: Int = 4
+
     @Option(help: ArgumentHelp("Database connections (default 8).", valueName: "n"))
     var connections: Int = 8
 
@@ -107,6 +112,10 @@ struct HostOptions: ParsableArguments {
         guard cachedOrders >= 0 else { throw ValidationError("--cached-orders must be 0 (no cache) or more") }
         guard batchSize > 0, concurrency > 0, connections > 1 else {
             throw ValidationError("--batch-size and --concurrency must be at least 1, --connections at least 2")
+        }
+        // Past a few dozen, claims only walk past each other's locked orders.
+        guard (1...32).contains(claimLoops) else {
+            throw ValidationError("--claim-loops must be between 1 and 32 (default 4), not \(claimLoops)")
         }
     }
 
@@ -158,7 +167,7 @@ struct HostOptions: ParsableArguments {
             }
         }
         var worker = WorkerConfiguration(
-            bundleID: apns.bundleID, batchSize: batchSize, concurrentSends: concurrency,
+            bundleID: apns.bundleID, batchSize: batchSize, concurrentBatches: claimLoops, concurrentSends: concurrency,
             merchants: merchants.isEmpty ? .all : .only(Set(merchants)))
         if let workerID { worker.workerID = workerID }
         worker.lease = .seconds(lease)

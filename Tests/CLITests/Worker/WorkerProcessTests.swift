@@ -7,9 +7,10 @@ import PostgresTesting
 import Testing
 import WorkflowKit
 
-/// `orderflow worker run` as operators run it, killed with SIGKILL in the middle of the work:
-/// a second worker re-claims the leased orders after the lease and nothing is lost.
-@Suite("orderflow worker run, killed")
+/// `orderflow worker run` as operators run it: killed with SIGKILL in the middle of the work (a
+/// second worker re-claims the leased orders after the lease and nothing is lost), and its
+/// claim loops as `--claim-loops` sets them.
+@Suite("orderflow worker run, a process of its own")
 struct WorkerProcessTests {
 
     @Test(.timeLimit(.minutes(3)))
@@ -71,6 +72,53 @@ struct WorkerProcessTests {
             duplicates += max(0, ends.count - 1)
         }
         print("killed worker: \(leftLeased) orders left leased, all \(orders.count) delivered, \(duplicates) ends sent twice")
+        try await setup.shutdown()
+    }
+
+    @Test("--claim-loops: that many batches in flight at once and no more; a count out of range is refused before anything is claimed",
+          .timeLimit(.minutes(3)))
+    func claimLoopsBoundTheBatchesInFlight() async throws {
+        let setup = try await WorkerProcessSetup.make(prefix: "loops")
+        let (engine, apns, cli) = (setup.engine, setup.apns, setup.cli)
+        // Slow answers keep each batch in flight long enough to be seen leased.
+        apns.setResponseDelay(.milliseconds(300))
+        for loops in [1, 3] {
+            // Each registered activity token queues its first push: 12 orders, batches of 2.
+            for index in 0..<12 {
+                let order = "L\(loops)-\(index)"
+                _ = try await engine.createOrder(NewOrder(orderID: order, workflow: "food-order",
+                    attributes: ["merchantName": "Loop Kitchen", "orderNumber": .string(order), "itemCount": 1]))
+                try await engine.registerActivityToken(orderID: order, deviceID: "phone-\(order)", token: EngineFixture.token(100 * loops + index))
+            }
+            if loops == 1 {
+                for value in ["0", "33", "-2", "many"] {
+                    let refused = try await cli.run(setup.workerArguments + ["--claim-loops", value])
+                    #expect(refused.status == 64, "--claim-loops \(value): \(refused)")
+                    #expect(refused.stderr.contains("--claim-loops"), "--claim-loops \(value): \(refused)")
+                }
+                #expect(try await setup.leasedOrders() == 0, "a refused worker claimed orders")
+                #expect(apns.pushes().isEmpty, "a refused worker sent pushes")
+            }
+            let worker = try cli.start(setup.workerArguments + ["--batch-size", "2", "--claim-loops", "\(loops)"])
+            var mostLeased = 0
+            var pending = Int.max
+            let deadline = ContinuousClock.now + .seconds(60)
+            while pending > 0, ContinuousClock.now < deadline {
+                mostLeased = max(mostLeased, try await setup.leasedOrders())
+                pending = try await engine.pool.query(PostgresQuery("SELECT count(*) AS n FROM activity_commands")).single().decode("n")
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            worker.interrupt()
+            let stopped = try await worker.finish()
+            #expect(stopped.status == 0, "\(stopped)")
+            #expect(pending == 0, "\(loops) claim loop(s) left commands unsent")
+            #expect(mostLeased <= 2 * loops, "\(loops) claim loop(s) of 2 orders held \(mostLeased) orders at once")
+            if loops > 1 {
+                #expect(mostLeased > 2, "\(loops) claim loops never had more than one batch in flight (\(mostLeased) orders leased at most)")
+            }
+            print("--claim-loops \(loops), batches of 2: at most \(mostLeased) orders leased at once")
+        }
+        #expect(apns.pushes().count == 24, "one first push per order: \(apns.pushes().count)")
         try await setup.shutdown()
     }
 
