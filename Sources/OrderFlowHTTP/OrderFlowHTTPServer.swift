@@ -133,7 +133,7 @@ public final class OrderFlowHTTPServer: Service, Sendable {
         let router = Router()
         // Outermost: every request is counted and timed (by route, method and status), and
         // logged once with its request id, whatever answers it.
-        router.add(middleware: MetricsMiddleware())
+        router.add(middleware: RequestMetrics())
         router.add(middleware: MerchantAuthentication(
             engine: engine, cookie: boardCookie,
             publicPaths: BoardRoutes.publicPaths.union(metrics == nil ? ["/healthz", "/openapi.yaml"] : ["/healthz", "/openapi.yaml", "/metrics"]),
