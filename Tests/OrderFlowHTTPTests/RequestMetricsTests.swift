@@ -21,10 +21,15 @@ struct RequestMetricsTests {
         router.post("/v1/orders/{id}/advance") { _, _ -> Response in
             throw HTTPError(.conflict, message: "stale")
         }
+        // The stream says when it is open, then waits to be let go on: its request is measured
+        // in the middle, whatever the machine's pace.
+        let (opened, open) = AsyncStream<Void>.makeStream()
+        let (release, letGo) = AsyncStream<Void>.makeStream()
         router.get("/v1/events") { _, _ in
             Response(status: .ok, headers: [.contentType: "text/event-stream"], body: ResponseBody { writer in
                 try await writer.write(ByteBuffer(string: ": open\n\n"))
-                try await Task.sleep(for: .milliseconds(300))
+                open.yield()
+                for await _ in release { break }
                 try await writer.write(ByteBuffer(string: "data: {}\n\n"))
                 try await writer.finish(nil)
             })
@@ -41,9 +46,13 @@ struct RequestMetricsTests {
             async let stream: Void = client.execute(uri: "/v1/events", method: .get) { response in
                 #expect(String(buffer: response.body) == ": open\n\ndata: {}\n\n")
             }
-            try await Task.sleep(for: .milliseconds(150))
-            #expect(Self.lines(registry).contains(#"http_server_active_requests{http_request_method="GET"} 1.0"#),
-                    "an open event stream is an active request: \(Self.lines(registry).filter { $0.contains("active_requests{") })")
+            for await _ in opened { break }
+            let active = Self.lines(registry).filter { $0.hasPrefix("http_server_active_requests{") }
+            let streamActive = active.contains(#"http_server_active_requests{http_request_method="GET"} 1.0"#)
+            #expect(streamActive,
+                    "an open event stream is an active request: \(active)")
+            try await Task.sleep(for: .milliseconds(300))
+            letGo.yield()
             try await stream
         }
         let text = Self.text(registry)
@@ -57,9 +66,10 @@ struct RequestMetricsTests {
             #"http_server_active_requests{http_request_method="GET"} 0.0"#,
             #"http_server_active_requests{http_request_method="POST"} 0.0"#,
         ] {
-            #expect(lines.contains(expected), "\(expected) in:\n\(text)")
+            let found = lines.contains(expected)
+            #expect(found, "\(expected) in:\n\(text)")
         }
-        // The stream's duration covers its writing (the pause between its two events).
+        // The stream's duration covers its writing (the 300 ms between its two events).
         let streamSum = text.split(separator: "\n").first {
             $0.hasPrefix(#"http_server_request_duration_sum{http_route="/v1/events""#)
         }.flatMap { $0.split(separator: " ").last }.flatMap { Double($0) }
