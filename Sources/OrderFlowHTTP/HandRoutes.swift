@@ -58,12 +58,17 @@ struct HandRoutes: ServerTransport {
                 return try await Self.generated(handler, request: request, context: context)
             }
         default:
-            router.register(handler, method: method, path: path)
+            router.on(RouterPath(path), method: method) { request, context in
+                try await Self.generated(handler, request: request, context: context)
+            }
         }
     }
 
     /// The request through the generated handler, converted as swift-openapi-hummingbird's own
-    /// registration converts it.
+    /// registration converts it; but an answer of known length is given to the server as one
+    /// buffer, which it writes to the socket at once with its head (the library's conversion
+    /// writes the head, each chunk and the end apart). One of unknown length (the event feed)
+    /// is streamed as it comes.
     private static func generated(
         _ handler: @Sendable (HTTPRequest, HTTPBody?, ServerRequestMetadata) async throws -> (HTTPResponse, HTTPBody?),
         request: Request, context: BasicRequestContext
@@ -73,7 +78,13 @@ struct HandRoutes: ServerTransport {
         let parameters = [String: Substring](context.parameters.map { (String($0.0), $0.1) }) { first, _ in first }
         let (response, responseBody) = try await handler(request.head, body, ServerRequestMetadata(pathParameters: parameters))
         var bytes = ByteBuffer()
-        if let responseBody { bytes = ByteBuffer(bytes: try await [UInt8](collecting: responseBody, upTo: .max)) }
+        if let responseBody {
+            guard case .known(let length) = responseBody.length else {
+                return Response(status: response.status, headers: response.headerFields,
+                                body: ResponseBody(asyncSequence: responseBody.map { ByteBuffer(bytes: $0) }))
+            }
+            bytes = ByteBuffer(bytes: try await [UInt8](collecting: responseBody, upTo: Int(length)))
+        }
         return Response(status: response.status, headers: response.headerFields, body: ResponseBody(byteBuffer: bytes))
     }
 }
