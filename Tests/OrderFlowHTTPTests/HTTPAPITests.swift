@@ -163,6 +163,25 @@ struct HTTPAPITests {
         }
     }
 
+    @Test("a cancellation sent without a body means no options; an advance without one is refused, nothing moved")
+    func cancellationWithoutABody() async throws {
+        let harness = try await Harness.make()
+        defer { Task { await harness.fixture.shutdown() } }
+        try await harness.application.test(.router) { client in
+            let body = #"{"id": "8", "workflow": "food-order", "attributes": {"merchantName": "Luigi's", "orderNumber": "8", "itemCount": 1}}"#
+            #expect(try await call(client, .post, "/v1/orders", headers: harness.headers(), body: body).status == .created)
+            let advance = try await call(client, .post, "/v1/orders/8/advance", headers: harness.headers())
+            #expect(advance.status == .badRequest, "\(advance.status) \(advance.body)")
+            #expect(try await harness.fixture.engine.order("8").order.state == "received", "a refused advance moved the order")
+            let cancelled = try await call(client, .post, "/v1/orders/8/cancel", headers: harness.headers())
+            #expect(cancelled.status == .ok && (cancelled.json["order"] as? [String: Any])?["state"] as? String == "cancelled", "\(cancelled.body)")
+        }
+        for (path, empty) in [("/v1/orders/8/cancel", true), ("/v1/devices", true), ("/v1/orders/8/advance", false),
+                              ("/v1/orders/cancel", false), ("/v1/orders/8/x/cancel", false), ("/v1/merchants/8/cancel", false)] {
+            #expect(EmptyOptionalBody<BasicRequestContext>.takesNoBody(path) == empty, "\(path)")
+        }
+    }
+
     @Test("Prefer: return=minimal answers 204 with the state and step in headers; the move is made once, a replay says so")
     func minimalAdvance() async throws {
         let harness = try await Harness.make()
