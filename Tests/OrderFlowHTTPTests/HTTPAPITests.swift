@@ -168,8 +168,7 @@ struct HTTPAPITests {
         let harness = try await Harness.make()
         defer { Task { await harness.fixture.shutdown() } }
         try await harness.application.test(.router) { client in
-            let body = #"{"id": "8", "workflow": "food-order", "attributes": {"merchantName": "Luigi's", "orderNumber": "8", "itemCount": 1}}"#
-            #expect(try await call(client, .post, "/v1/orders", headers: harness.headers(), body: body).status == .created)
+            _ = try await createOrder("8", client: client, harness: harness)
             let advance = try await call(client, .post, "/v1/orders/8/advance", headers: harness.headers())
             #expect(advance.status == .badRequest, "\(advance.status) \(advance.body)")
             #expect(try await harness.fixture.engine.order("8").order.state == "received", "a refused advance moved the order")
